@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* ctl.h: what rocmmemctl's subcommands share: global options, exit codes, connecting. */
+#ifndef ROCMMEMCTL_CTL_H
+#define ROCMMEMCTL_CTL_H
+
+#include <stdbool.h>
+
+#include "rocmmem.h"
+
+/* Exit statuses, as documented in DESIGN.md and --help. */
+enum {
+	CTL_EXIT_OK = 0,
+	CTL_EXIT_USAGE = 1,	  /* bad command line */
+	CTL_EXIT_REFUSED = 2,	  /* the daemon refused the request */
+	CTL_EXIT_UNREACHABLE = 3, /* no daemon, or the connection failed */
+};
+
+struct ctl {
+	const char *socket; /* --socket, or NULL */
+	bool json;	    /* --json */
+};
+
+struct ctl_command {
+	const char *name;
+	int (*run)(const struct ctl *ctl, int argc, char **argv);
+	const char *args;
+	const char *help;
+};
+
+/* ctl_connect connects or prints why not. Returns CTL_EXIT_OK or CTL_EXIT_UNREACHABLE. */
+int ctl_connect(const struct ctl *ctl, rocmmem_client **out);
+
+/* ctl_fail prints a failed request's error and returns the exit status it deserves. */
+int ctl_fail(const char *what, int err);
+
+/* ctl_usage prints a usage error for a subcommand and returns CTL_EXIT_USAGE. */
+int ctl_usage(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_status(const struct ctl *ctl, int argc, char **argv);
+int cmd_lease(const struct ctl *ctl, int argc, char **argv);
+
+#endif

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* status.c: `rocmmemctl status`: the daemon's state as a table or as the stable JSON contract. */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "size.h"
+
+/* The version of the JSON below; bump only when a field changes meaning or goes away. */
+#define STATUS_SCHEMA_VERSION 1
+
+static const char *handle_name(enum rocmmem_handle_kind k)
+{
+	switch (k) {
+	case ROCMMEM_HANDLE_MEMFD:
+		return "memfd";
+	case ROCMMEM_HANDLE_VMM_FD:
+		return "vmm-fd";
+	case ROCMMEM_HANDLE_DMABUF:
+		return "dmabuf";
+	case ROCMMEM_HANDLE_IPC:
+		return "ipc";
+	default:
+		return "none";
+	}
+}
+
+static const char *class_name(enum rocmmem_model_class c)
+{
+	static const char *const names[] = {"other", "transformer", "vae", "text_encoder",
+					    "image_encoder"};
+
+	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "other";
+}
+
+static const char *state_name(enum rocmmem_model_state s)
+{
+	static const char *const names[] = {"idle", "in_use", "evicting", "evicted", "waiting"};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+static void add_u64(json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+static void add_i64(json_object *o, const char *key, int64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64(v));
+}
+
+static void add_str(json_object *o, const char *key, const char *v)
+{
+	json_object_object_add(o, key, json_object_new_string(v));
+}
+
+static json_object *status_json(const rocmmem_status *st)
+{
+	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
+	json_object *root = json_object_new_object(), *daemon = json_object_new_object();
+	json_object *devices = json_object_new_array(), *clients = json_object_new_array();
+	json_object *leases = json_object_new_array(), *models = json_object_new_array();
+	json_object *queue = json_object_new_array();
+
+	add_i64(root, "schema_version", STATUS_SCHEMA_VERSION);
+	add_str(daemon, "version", d->version);
+	add_i64(daemon, "pid", d->pid);
+	add_u64(daemon, "uptime_s", d->uptime_s);
+	add_str(daemon, "backend", d->backend);
+	add_u64(daemon, "protocol_version", d->protocol_version);
+	json_object_object_add(root, "daemon", daemon);
+
+	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
+		const struct rocmmem_device_info *v = rocmmem_status_device(st, i);
+		json_object *o = json_object_new_object();
+
+		add_u64(o, "index", v->index);
+		add_str(o, "name", v->name);
+		add_str(o, "backend", v->backend);
+		add_u64(o, "total_bytes", v->total_bytes);
+		add_u64(o, "budget_bytes", v->budget_bytes);
+		add_u64(o, "leased_bytes", v->leased_bytes);
+		add_u64(o, "free_bytes", v->free_bytes);
+		add_u64(o, "headroom_bytes", v->headroom_bytes);
+		add_u64(o, "reserved_bytes", v->reserved_bytes);
+		add_u64(o, "granule_bytes", v->granule_bytes);
+		add_u64(o, "leases", v->leases);
+		add_u64(o, "waiters", v->waiters);
+		add_str(o, "handle", handle_name(v->handle_kind));
+		json_object_array_add(devices, o);
+	}
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
+		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
+		json_object *o = json_object_new_object();
+
+		add_i64(o, "pid", v->pid);
+		add_u64(o, "uid", v->uid);
+		add_str(o, "name", v->name);
+		add_u64(o, "leases", v->leases);
+		add_u64(o, "leased_bytes", v->leased_bytes);
+		add_u64(o, "gid", v->gid);
+		add_u64(o, "connected_s", v->connected_s);
+		json_object_array_add(clients, o);
+	}
+	for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
+		const struct rocmmem_lease_info *v = rocmmem_status_lease(st, i);
+		json_object *o = json_object_new_object();
+
+		add_u64(o, "id", v->id);
+		add_i64(o, "owner_pid", v->owner_pid);
+		add_u64(o, "device", v->device);
+		add_u64(o, "bytes", v->bytes);
+		add_str(o, "tag", v->tag);
+		add_u64(o, "age_ms", v->age_ms);
+		json_object_array_add(leases, o);
+	}
+	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
+		const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
+		json_object *o = json_object_new_object();
+
+		add_str(o, "name", v->name);
+		add_str(o, "class", class_name(v->model_class));
+		add_i64(o, "owner_pid", v->owner_pid);
+		add_u64(o, "device", v->device);
+		add_u64(o, "bytes", v->bytes);
+		add_str(o, "state", state_name(v->state));
+		add_u64(o, "id", v->id);
+		add_i64(o, "priority", v->priority);
+		json_object_object_add(o, "pinned", json_object_new_boolean(v->pinned));
+		json_object_array_add(models, o);
+	}
+	for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
+		const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
+		json_object *o = json_object_new_object();
+
+		add_i64(o, "owner_pid", v->owner_pid);
+		add_u64(o, "device", v->device);
+		add_u64(o, "bytes", v->bytes);
+		add_u64(o, "waited_ms", v->waited_ms);
+		add_i64(o, "timeout_ms", v->timeout_ms);
+		add_str(o, "tag", v->tag);
+		json_object_array_add(queue, o);
+	}
+	json_object_object_add(root, "devices", devices);
+	json_object_object_add(root, "clients", clients);
+	json_object_object_add(root, "leases", leases);
+	json_object_object_add(root, "models", models);
+	json_object_object_add(root, "queue", queue);
+	return root;
+}
+
+static const char *duration(uint64_t s, char *buf, size_t len)
+{
+	if (s < 60)
+		snprintf(buf, len, "%llus", (unsigned long long)s);
+	else if (s < 3600)
+		snprintf(buf, len, "%llum%02llus", (unsigned long long)(s / 60),
+			 (unsigned long long)(s % 60));
+	else
+		snprintf(buf, len, "%lluh%02llum", (unsigned long long)(s / 3600),
+			 (unsigned long long)(s % 3600 / 60));
+	return buf;
+}
+
+static void print_table(const rocmmem_status *st)
+{
+	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX], e[SIZE_FORMAT_MAX];
+	char t[32];
+
+	printf("rocmmemd %s, pid %d, up %s, backend %s\n\n", d->version, (int)d->pid,
+	       duration(d->uptime_s, t, sizeof(t)), d->backend);
+	printf("%-6s %-20s %10s %10s %10s %10s %7s %7s\n", "DEVICE", "NAME", "TOTAL", "BUDGET",
+	       "LEASED", "FREE", "LEASES", "WAITING");
+	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
+		const struct rocmmem_device_info *v = rocmmem_status_device(st, i);
+
+		printf("%-6u %-20.20s %10s %10s %10s %10s %7llu %7u\n", v->index, v->name,
+		       size_format(v->total_bytes, a, sizeof(a)),
+		       size_format(v->budget_bytes, b, sizeof(b)),
+		       size_format(v->leased_bytes, c, sizeof(c)),
+		       size_format(v->free_bytes, e, sizeof(e)), (unsigned long long)v->leases,
+		       v->waiters);
+	}
+	printf("\n%-8s %-6s %-24s %7s %10s %9s\n", "PID", "UID", "CLIENT", "LEASES", "LEASED",
+	       "CONNECTED");
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
+		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
+
+		printf("%-8d %-6u %-24.24s %7u %10s %9s\n", (int)v->pid, v->uid,
+		       v->name[0] ? v->name : "-", v->leases,
+		       size_format(v->leased_bytes, a, sizeof(a)),
+		       duration(v->connected_s, t, sizeof(t)));
+	}
+	if (rocmmem_status_lease_count(st)) {
+		printf("\n%-8s %-8s %-6s %10s %9s  %s\n", "LEASE", "PID", "DEVICE", "SIZE", "AGE",
+		       "TAG");
+		for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
+			const struct rocmmem_lease_info *v = rocmmem_status_lease(st, i);
+
+			printf("%-8llu %-8d %-6u %10s %9s  %s\n", (unsigned long long)v->id,
+			       (int)v->owner_pid, v->device, size_format(v->bytes, a, sizeof(a)),
+			       duration(v->age_ms / 1000, t, sizeof(t)), v->tag);
+		}
+	}
+	if (rocmmem_status_model_count(st)) {
+		printf("\n%-24s %-14s %-8s %-6s %10s %s\n", "MODEL", "CLASS", "PID", "DEVICE",
+		       "SIZE", "STATE");
+		for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
+			const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
+
+			printf("%-24.24s %-14s %-8d %-6u %10s %s\n", v->name,
+			       class_name(v->model_class), (int)v->owner_pid, v->device,
+			       size_format(v->bytes, a, sizeof(a)), state_name(v->state));
+		}
+	}
+	if (rocmmem_status_waiter_count(st)) {
+		printf("\n%-8s %-6s %10s %9s %9s  %s\n", "WAITING", "DEVICE", "SIZE", "WAITED",
+		       "TIMEOUT", "TAG");
+		for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
+			const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
+			char to[32];
+
+			if (v->timeout_ms < 0)
+				snprintf(to, sizeof(to), "none");
+			else
+				duration((uint64_t)v->timeout_ms / 1000, to, sizeof(to));
+			printf("%-8d %-6u %10s %9s %9s  %s\n", (int)v->owner_pid, v->device,
+			       size_format(v->bytes, a, sizeof(a)),
+			       duration(v->waited_ms / 1000, t, sizeof(t)), to, v->tag);
+		}
+	}
+}
+
+int cmd_status(const struct ctl *global, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"json", no_argument, NULL, 'j'},
+	    {"socket", required_argument, NULL, 's'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct ctl ctl = *global;
+	rocmmem_client *client;
+	rocmmem_status *st;
+	int c, rc, err;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":js:", longopts, NULL)) != -1) {
+		if (c == 'j')
+			ctl.json = true;
+		else if (c == 's')
+			ctl.socket = optarg;
+		else
+			return ctl_usage("status", "unknown option '%s'", argv[optind - 1]);
+	}
+	if (optind < argc)
+		return ctl_usage("status", "unexpected argument '%s'", argv[optind]);
+	rc = ctl_connect(&ctl, &client);
+	if (rc)
+		return rc;
+	err = rocmmem_status_get(client, &st);
+	if (err) {
+		rc = ctl_fail("status", err);
+		rocmmem_disconnect(client);
+		return rc;
+	}
+	if (ctl.json) {
+		json_object *root = status_json(st);
+
+		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+							      JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(root);
+	} else {
+		print_table(st);
+	}
+	rocmmem_status_free(st);
+	rocmmem_disconnect(client);
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+}

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/* rocmmem.h: librocmmem, the client library of rocmmemd (the GPU memory daemon). */
+#ifndef ROCMMEM_H
+#define ROCMMEM_H
+
+/*
+ * librocmmem connects a process to rocmmemd, which owns a machine's GPU (or host) memory and
+ * leases it to processes under one budget per device.
+ *
+ * Conventions, for every function below:
+ * - Errors are negative errno values; 0 (or a count, where stated) means success. When the
+ *   daemon refused a request, the errno is the daemon's and rocmmem_last_error() gives its
+ *   human explanation ("requested 8 GiB on device 0: 2 GiB of its 16 GiB budget is free; held
+ *   by pid 4242 'ComfyUI' 14 GiB").
+ * - The library never prints, never exits, never aborts, and never raises signals (SIGPIPE
+ *   included). It sets no signal handlers and spawns no threads.
+ * - Thread safety: a rocmmem_client may be used from several threads at once; requests from
+ *   different threads proceed concurrently (a thread waiting for memory never blocks another
+ *   thread's release). A rocmmem_lease or rocmmem_status is not to be used from two threads
+ *   at once. rocmmem_strerror and rocmmem_last_error are safe anywhere.
+ * - Ownership is stated per function: who frees a handle, who closes an fd, who unmaps.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(ROCMMEM_BUILDING)
+#define ROCMMEM_EXPORT __attribute__((visibility("default")))
+#else
+#define ROCMMEM_EXPORT
+#endif
+
+/* The library's version, and the protocol version it speaks. */
+#define ROCMMEM_PROTOCOL_VERSION_1 1
+
+/* ----------------------------------------------------------------------------------------- */
+/* Errors */
+
+/*
+ * rocmmem_strerror returns a static description of a negative errno value as this library
+ * and the daemon use it (e.g. -ENOMEM: "not enough memory free within the budget"). Never NULL.
+ */
+ROCMMEM_EXPORT const char *rocmmem_strerror(int err);
+
+/*
+ * rocmmem_last_error returns the human message of the most recent failing call made by the
+ * calling thread: the daemon's own explanation when it refused a request, else a library
+ * message. The string is owned by the library and valid until this thread's next call into the
+ * library. Returns "" when the thread's last failing call left no message.
+ */
+ROCMMEM_EXPORT const char *rocmmem_last_error(void);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Connection */
+
+typedef struct rocmmem_client rocmmem_client;
+
+/*
+ * rocmmem_connect connects to rocmmemd and says hello.
+ * socket_path: NULL or "" resolves the path: $ROCMMEM_SOCKET, else the caller's per-user socket
+ *   ($XDG_RUNTIME_DIR/rocmmemd.sock) if it exists and the caller is not root, else the system
+ *   socket /run/rocmmemd/rocmmemd.sock.
+ * name: shown in the daemon's status and logs (at most 64 bytes of UTF-8 without control
+ *   characters); NULL lets the daemon name the client after its process.
+ * timeout_ms: how long to keep trying while the socket is absent or refusing (a daemon that is
+ *   starting) and to wait for the hello reply; 0 tries once; < 0 waits without limit.
+ * On success stores a new client in *out, owned by the caller and freed with
+ * rocmmem_disconnect. Returns 0, -ENOENT or -ECONNREFUSED (no daemon), -EACCES (no permission
+ * on the socket), -ETIMEDOUT, -EPROTONOSUPPORT (the daemon speaks another protocol version),
+ * -EINVAL (bad name), or another negative errno.
+ */
+ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, int timeout_ms,
+				   rocmmem_client **out);
+
+/*
+ * rocmmem_disconnect closes the connection and frees the client. Every lease still held
+ * through it is released: its mapping is unmapped and its fd closed, so pointers into it must
+ * no longer be used. The daemon reclaims the memory at once. NULL is ignored.
+ */
+ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *client);
+
+/* rocmmem_client_daemon_version returns the daemon's version string (owned by the client). */
+ROCMMEM_EXPORT const char *rocmmem_client_daemon_version(const rocmmem_client *client);
+
+/* rocmmem_client_backend returns the daemon's backend name ("host", ...), owned by the client. */
+ROCMMEM_EXPORT const char *rocmmem_client_backend(const rocmmem_client *client);
+
+/* rocmmem_client_device_count returns how many devices the daemon manages. */
+ROCMMEM_EXPORT unsigned rocmmem_client_device_count(const rocmmem_client *client);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Leases */
+
+typedef struct rocmmem_lease rocmmem_lease;
+
+/* How a lease's memory is handed over. */
+enum rocmmem_handle_kind {
+	ROCMMEM_HANDLE_NONE = 0,
+	ROCMMEM_HANDLE_MEMFD = 1,  /* host memory: one sealed memfd, mapped by the library */
+	ROCMMEM_HANDLE_VMM_FD = 2, /* GPU physical memory exported as fds */
+	ROCMMEM_HANDLE_DMABUF = 3, /* a dma-buf fd */
+	ROCMMEM_HANDLE_IPC = 4,	   /* a runtime IPC handle */
+};
+
+/* Flags for rocmmem_lease_request.flags. */
+#define ROCMMEM_LEASE_NOMAP 0x1u /* do not map host memory; rocmmem_lease_ptr returns NULL */
+
+struct rocmmem_lease_request {
+	unsigned device;    /* device index, from 0 */
+	uint64_t size;	    /* bytes, > 0; granted rounded up to the device's granule (2 MiB) */
+	int64_t timeout_ms; /* how long to wait for memory: 0 fails at once, < 0 waits forever */
+	const char *tag;    /* NULL, or at most 64 bytes shown in status */
+	uint32_t flags;	    /* ROCMMEM_LEASE_* */
+};
+
+/*
+ * rocmmem_lease_acquire asks for memory and waits (up to req->timeout_ms) until the daemon
+ * grants it. Host memory is mapped read-write into this process, aligned to 2 MiB so that
+ * transparent huge pages can back it; the pages are not touched.
+ * On success stores a new lease in *out, owned by the caller and freed by
+ * rocmmem_lease_release (or by rocmmem_disconnect). Returns 0; -EINVAL (bad request);
+ * -E2BIG (larger than the device's whole budget: it can never be granted); -ENOMEM (does not
+ * fit now and timeout_ms was 0); -ETIMEDOUT (did not fit in time); -ENODEV (no such device);
+ * -EDQUOT or -EBUSY (a limit of this connection); -ECONNRESET (the daemon went away); or
+ * another negative errno. rocmmem_last_error() explains a refusal: what was free and who holds
+ * the rest.
+ */
+ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *client,
+					 const struct rocmmem_lease_request *req,
+					 rocmmem_lease **out);
+
+/*
+ * rocmmem_lease_release unmaps the lease, closes its fd, tells the daemon and frees the handle,
+ * whatever the result: the lease must not be used afterwards. Returns 0, or a negative errno
+ * when the daemon could not be told (the daemon reclaims the memory anyway when the connection
+ * ends). NULL is ignored and returns 0.
+ */
+ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *lease);
+
+/* rocmmem_lease_id returns the daemon's id of the lease (as shown in status). */
+ROCMMEM_EXPORT uint64_t rocmmem_lease_id(const rocmmem_lease *lease);
+
+/* rocmmem_lease_size returns the granted size in bytes (a whole number of granules). */
+ROCMMEM_EXPORT uint64_t rocmmem_lease_size(const rocmmem_lease *lease);
+
+/* rocmmem_lease_device returns the lease's device index. */
+ROCMMEM_EXPORT unsigned rocmmem_lease_device(const rocmmem_lease *lease);
+
+/* rocmmem_lease_handle_kind returns how the memory was handed over. */
+ROCMMEM_EXPORT enum rocmmem_handle_kind rocmmem_lease_handle_kind(const rocmmem_lease *lease);
+
+/*
+ * rocmmem_lease_ptr returns the mapping of a host lease (rocmmem_lease_size bytes, read-write),
+ * or NULL for a lease acquired with ROCMMEM_LEASE_NOMAP. The library unmaps it at release.
+ */
+ROCMMEM_EXPORT void *rocmmem_lease_ptr(const rocmmem_lease *lease);
+
+/*
+ * rocmmem_lease_fd returns the lease's fd (for host leases, the sealed memfd), or -1 when it
+ * has none. The fd stays owned by the library and is closed at release: dup() it to keep it.
+ */
+ROCMMEM_EXPORT int rocmmem_lease_fd(const rocmmem_lease *lease);
+
+/* rocmmem_lease_waited_ms returns how long the request waited in the daemon's queue. */
+ROCMMEM_EXPORT uint64_t rocmmem_lease_waited_ms(const rocmmem_lease *lease);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Status */
+
+typedef struct rocmmem_status rocmmem_status;
+
+/*
+ * The structs below are owned by the rocmmem_status they came from and valid until
+ * rocmmem_status_free. Fields may be appended in later versions, never removed or reordered.
+ */
+struct rocmmem_daemon_info {
+	const char *version;
+	int32_t pid;
+	uint64_t uptime_s;
+	const char *backend;
+	uint32_t protocol_version;
+};
+
+struct rocmmem_device_info {
+	uint32_t index;
+	const char *name;
+	const char *backend;
+	uint64_t total_bytes;	 /* what the backend reports for the device */
+	uint64_t budget_bytes;	 /* the most the daemon leases at once */
+	uint64_t headroom_bytes; /* total - budget */
+	uint64_t leased_bytes;
+	uint64_t reserved_bytes; /* accounted without a lease (model reservations) */
+	uint64_t free_bytes;	 /* budget - leased - reserved */
+	uint64_t granule_bytes;
+	uint32_t waiters; /* requests waiting for memory */
+	uint64_t leases;
+	enum rocmmem_handle_kind handle_kind;
+};
+
+struct rocmmem_client_info {
+	int32_t pid;
+	uint32_t uid;
+	uint32_t gid;
+	const char *name;
+	uint32_t leases;
+	uint64_t leased_bytes;
+	uint64_t connected_s;
+	uint64_t client_id;
+};
+
+struct rocmmem_lease_info {
+	uint64_t id;
+	int32_t owner_pid;
+	uint32_t device;
+	uint64_t bytes;
+	const char *tag;
+	uint64_t age_ms;
+	uint64_t model_id; /* 0: none */
+};
+
+enum rocmmem_model_class {
+	ROCMMEM_MODEL_OTHER = 0,
+	ROCMMEM_MODEL_TRANSFORMER = 1,
+	ROCMMEM_MODEL_VAE = 2,
+	ROCMMEM_MODEL_TEXT_ENCODER = 3,
+	ROCMMEM_MODEL_IMAGE_ENCODER = 4,
+};
+
+enum rocmmem_model_state {
+	ROCMMEM_MODEL_IDLE = 0,
+	ROCMMEM_MODEL_IN_USE = 1,
+	ROCMMEM_MODEL_EVICTING = 2,
+	ROCMMEM_MODEL_EVICTED = 3,
+	ROCMMEM_MODEL_WAITING = 4,
+};
+
+struct rocmmem_model_info {
+	uint64_t id;
+	const char *name;
+	enum rocmmem_model_class model_class;
+	int32_t owner_pid;
+	uint32_t device;
+	uint64_t bytes;
+	enum rocmmem_model_state state;
+	int32_t priority;
+	int pinned;
+};
+
+struct rocmmem_waiter_info {
+	int32_t owner_pid;
+	uint32_t device;
+	uint64_t bytes;
+	uint64_t waited_ms;
+	int64_t timeout_ms; /* < 0: no limit */
+	const char *tag;
+};
+
+/*
+ * rocmmem_status_get asks the daemon for its state: devices, clients, leases, models and the
+ * queue. On success stores a snapshot in *out, owned by the caller and freed with
+ * rocmmem_status_free. Large tables arrive in several parts, each consistent in itself.
+ * Returns 0 or a negative errno.
+ */
+ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *client, rocmmem_status **out);
+
+/* rocmmem_status_free frees a status snapshot and everything it returned. NULL is ignored. */
+ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *status);
+
+ROCMMEM_EXPORT const struct rocmmem_daemon_info *rocmmem_status_daemon(const rocmmem_status *st);
+
+/* Counts and items: index must be below the count, else NULL is returned. */
+ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_device_info *rocmmem_status_device(const rocmmem_status *st,
+								       size_t index);
+ROCMMEM_EXPORT size_t rocmmem_status_client_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_client_info *rocmmem_status_client(const rocmmem_status *st,
+								       size_t index);
+ROCMMEM_EXPORT size_t rocmmem_status_lease_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_lease_info *rocmmem_status_lease(const rocmmem_status *st,
+								     size_t index);
+ROCMMEM_EXPORT size_t rocmmem_status_model_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_model_info *rocmmem_status_model(const rocmmem_status *st,
+								     size_t index);
+ROCMMEM_EXPORT size_t rocmmem_status_waiter_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_waiter_info *rocmmem_status_waiter(const rocmmem_status *st,
+								       size_t index);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Events: what the daemon says unprompted */
+
+enum rocmmem_event_type {
+	ROCMMEM_EVENT_SHUTDOWN = 1,	 /* the daemon is stopping: reason */
+	ROCMMEM_EVENT_EVICT_REQUEST = 2, /* unload model_id and ack before deadline_ms */
+	ROCMMEM_EVENT_MODEL_REVOKED = 3, /* model_id's memory was taken back: reason */
+	ROCMMEM_EVENT_LEASE_REVOKED = 4, /* lease_id was revoked by an administrator: reason */
+	ROCMMEM_EVENT_DISCONNECTED = 5,	 /* the connection ended (the library's own event) */
+	ROCMMEM_EVENT_OTHER = 100,	 /* a kind this library version does not know */
+};
+
+/* One event, owned by the library and valid only during the callback that receives it. */
+struct rocmmem_event {
+	enum rocmmem_event_type type;
+	uint64_t seq;
+	const char *reason; /* never NULL */
+	uint64_t model_id;
+	uint64_t lease_id;
+	uint64_t bytes_needed;
+	uint32_t deadline_ms;
+};
+
+typedef void (*rocmmem_event_fn)(rocmmem_client *client, const struct rocmmem_event *event,
+				 void *userdata);
+
+/*
+ * rocmmem_set_event_callback sets the function rocmmem_dispatch calls for each event (NULL
+ * drops events). Returns 0.
+ */
+ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *client, rocmmem_event_fn fn,
+					      void *userdata);
+
+/*
+ * rocmmem_event_fd returns an fd that polls readable (POLLIN) whenever events may be waiting;
+ * put it in poll/epoll/select or an asyncio loop and call rocmmem_dispatch when it is.
+ * Owned by the client: do not read or close it.
+ */
+ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
+
+/*
+ * rocmmem_dispatch handles whatever events have arrived, without blocking, calling the event
+ * callback for each from the calling thread (with no library lock held: the callback may call
+ * the library). Returns the number of events handled, or -ECONNRESET once the connection has
+ * ended (after delivering ROCMMEM_EVENT_DISCONNECTED once).
+ */
+ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *client);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

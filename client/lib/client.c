@@ -1,0 +1,632 @@
+/* SPDX-License-Identifier: MIT */
+/* client.c: the connection: connect and hello, requests and replies, events and dispatch. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sockpath.h"
+#include "version.h"
+
+/* Queued events beyond this are dropped: a host that never dispatches must not grow. */
+#define CONN_MAX_EVENTS 4096
+/* Retry interval while a daemon that is starting has no socket yet. */
+#define CONN_RETRY_MS 20
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* remaining_ms returns the time left before deadline (-1: none), at least 0. */
+static int64_t remaining_ms(int64_t deadline)
+{
+	uint64_t now = now_ms();
+
+	if (deadline < 0)
+		return -1;
+	return (uint64_t)deadline > now ? (int64_t)((uint64_t)deadline - now) : 0;
+}
+
+static int64_t deadline_after(int64_t timeout_ms)
+{
+	return timeout_ms < 0 ? -1 : (int64_t)(now_ms() + (uint64_t)timeout_ms);
+}
+
+void inmsg_free(struct inmsg *m)
+{
+	if (!m)
+		return;
+	wire_close_fds(m->fds, m->nfds);
+	if (m->msg)
+		rocmmem__wire__server_message__free_unpacked(m->msg, NULL);
+	free(m);
+}
+
+uint64_t conn_next_id(rocmmem_client *c)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&c->lock);
+	id = c->next_id++;
+	pthread_mutex_unlock(&c->lock);
+	return id;
+}
+
+int conn_send(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg)
+{
+	size_t need = protobuf_c_message_get_packed_size(&msg->base);
+	uint8_t small[1024], *buf = small;
+	int err;
+
+	if (need > WIRE_MAX_FRAME)
+		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
+				 WIRE_MAX_FRAME);
+	if (need > sizeof(small)) {
+		buf = malloc(need);
+		if (!buf)
+			return error_set(-ENOMEM, "out of memory");
+	}
+	protobuf_c_message_pack(&msg->base, buf);
+	/* A SEQPACKET send is atomic, so threads may send without holding the lock. */
+	err = wire_send(c->fd, buf, need, NULL, 0, 0);
+	if (buf != small)
+		free(buf);
+	if (err == -EPIPE || err == -ECONNRESET)
+		return error_set(-ECONNRESET, "the connection to rocmmemd ended");
+	if (err)
+		return error_set(err, "Could not send a request to rocmmemd: %s", strerror(-err));
+	return 0;
+}
+
+/* mark_broken records the end of the connection; lock held. */
+static void mark_broken(rocmmem_client *c, int err, const char *why)
+{
+	if (c->broken)
+		return;
+	c->broken = true;
+	c->broken_err = err;
+	snprintf(c->broken_msg, sizeof(c->broken_msg), "%s", why);
+	/* Wake rocmmem_dispatch users so they learn of it. */
+	uint64_t one = 1;
+	if (write(c->efd, &one, sizeof(one)) < 0) {
+		/* The counter only saturates; a pending wake-up is enough. */
+	}
+}
+
+static bool take_abandoned(rocmmem_client *c, uint64_t id)
+{
+	for (struct abandoned **p = &c->abandoned; *p; p = &(*p)->next) {
+		if ((*p)->id == id) {
+			struct abandoned *a = *p;
+
+			*p = a->next;
+			free(a);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void abandon(rocmmem_client *c, uint64_t id)
+{
+	struct abandoned *a = malloc(sizeof(*a));
+
+	if (!a)
+		return; /* its late reply will sit unclaimed until disconnect: bounded by one */
+	a->id = id;
+	a->next = c->abandoned;
+	c->abandoned = a;
+}
+
+/*
+ * undo_late_reply handles a reply nobody waits for any more: a lease granted after its
+ * requester gave up is released at once, so the daemon does not charge it to this process.
+ */
+static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Reply *r = conn_reply(m);
+
+	if (r->has_more && r->more)
+		abandon(c, r->id); /* further parts follow under the same id */
+	if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_LEASE && r->lease->has_lease_id) {
+		Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+		Rocmmem__Wire__LeaseRelease rel = ROCMMEM__WIRE__LEASE_RELEASE__INIT;
+
+		rel.has_lease_id = true;
+		rel.lease_id = r->lease->lease_id;
+		msg.has_id = true;
+		msg.id = c->next_id++;
+		msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
+		msg.lease_release = &rel;
+		if (conn_send(c, &msg) == 0)
+			abandon(c, msg.id);
+	}
+	inmsg_free(m);
+}
+
+/* file_message sorts a received message: replies to their requesters, events to the queue. */
+static void file_message(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Reply *r = conn_reply(m);
+
+	if (!r) {
+		if (c->event_count >= CONN_MAX_EVENTS) {
+			inmsg_free(m);
+			return;
+		}
+		m->next = NULL;
+		*c->events_tail = m;
+		c->events_tail = &m->next;
+		c->event_count++;
+		uint64_t one = 1;
+		if (write(c->efd, &one, sizeof(one)) < 0) {
+			/* Saturated counter: the fd is readable anyway. */
+		}
+		return;
+	}
+	if (!r->has_id || r->id == 0) {
+		/* A connection-level refusal (too many clients, protocol error): the daemon closes
+		 * the connection next, and this is why. */
+		mark_broken(c, r->has_error && r->error < 0 ? r->error : -EPROTO,
+			    r->message ? r->message : "the daemon refused the connection");
+		inmsg_free(m);
+		return;
+	}
+	if (take_abandoned(c, r->id)) {
+		undo_late_reply(c, m);
+		return;
+	}
+	m->next = c->replies;
+	c->replies = m;
+}
+
+/*
+ * receive_one waits up to timeout_ms for one message and unpacks it. Called by the one thread
+ * that is reading, without the lock. Returns 1 with *out set, 0 on timeout, or a negative
+ * errno when the connection is over (why in the buffer).
+ */
+static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out, char *why,
+		       size_t why_len)
+{
+	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+	struct inmsg *m;
+	ssize_t n;
+	int rc;
+
+	do {
+		int wait = timeout_ms < 0 ? -1 : timeout_ms > 1000000 ? 1000000 : (int)timeout_ms;
+
+		rc = poll(&pfd, 1, wait);
+	} while (rc < 0 && errno == EINTR);
+	if (rc < 0) {
+		snprintf(why, why_len, "Could not poll the connection: %s", strerror(errno));
+		return -errno;
+	}
+	if (rc == 0)
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return 0; /* try again later; the message stays in the socket */
+	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, MSG_DONTWAIT);
+	if (n == -EAGAIN) {
+		free(m);
+		return 0;
+	}
+	if (n <= 0) {
+		free(m);
+		snprintf(why, why_len, "%s",
+			 n == 0 ? "the daemon closed the connection"
+				: "the connection to rocmmemd failed");
+		return n == 0 ? -ECONNRESET : (int)n;
+	}
+	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
+	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
+		inmsg_free(m);
+		snprintf(why, why_len, "the daemon sent a message this library cannot decode");
+		return -EPROTO;
+	}
+	*out = m;
+	return 1;
+}
+
+/* pump_socket reads until a message arrives, the time passes or the connection ends; lock
+ * held on entry and exit, released while reading. Returns false on timeout. */
+static bool pump_socket(rocmmem_client *c, int64_t timeout_ms)
+{
+	char why[256] = "";
+	struct inmsg *m = NULL;
+	int rc;
+
+	c->reading = true;
+	pthread_mutex_unlock(&c->lock);
+	rc = receive_one(c, timeout_ms, &m, why, sizeof(why));
+	pthread_mutex_lock(&c->lock);
+	c->reading = false;
+	if (rc > 0)
+		file_message(c, m);
+	else if (rc < 0)
+		mark_broken(c, rc, why);
+	pthread_cond_broadcast(&c->cond);
+	return rc != 0;
+}
+
+static struct inmsg *take_reply(rocmmem_client *c, uint64_t id)
+{
+	for (struct inmsg **p = &c->replies; *p; p = &(*p)->next) {
+		if (conn_reply(*p)->id == id) {
+			struct inmsg *m = *p;
+
+			*p = m->next;
+			m->next = NULL;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static void timed_wait(rocmmem_client *c, int64_t deadline)
+{
+	struct timespec ts;
+	uint64_t ms;
+
+	if (deadline < 0) {
+		pthread_cond_wait(&c->cond, &c->lock);
+		return;
+	}
+	ms = (uint64_t)deadline;
+	/* The condition variable uses CLOCK_MONOTONIC (set at creation), like deadlines. */
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+}
+
+int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg **out)
+{
+	int64_t deadline = deadline_after(timeout_ms);
+	struct inmsg *m;
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		m = take_reply(c, id);
+		if (m) {
+			pthread_mutex_unlock(&c->lock);
+			*out = m;
+			return 0;
+		}
+		if (c->broken) {
+			err = error_set(c->broken_err, "%s", c->broken_msg);
+			break;
+		}
+		if (deadline >= 0 && remaining_ms(deadline) == 0) {
+			abandon(c, id);
+			err = error_set(-ETIMEDOUT, "rocmmemd did not answer in time");
+			break;
+		}
+		/* One thread reads for all (leader/follower): the others wait to be handed
+		 * their reply, so a thread waiting long for memory never blocks the rest. */
+		if (!c->reading)
+			pump_socket(c, remaining_ms(deadline));
+		else
+			timed_wait(c, deadline);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int conn_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t timeout_ms,
+	      struct inmsg **out)
+{
+	Rocmmem__Wire__Reply *r;
+	struct inmsg *m;
+	int err;
+
+	*out = NULL;
+	msg->has_id = true;
+	msg->id = conn_next_id(c);
+	err = conn_send(c, msg);
+	if (err)
+		return err;
+	err = conn_wait(c, msg->id, timeout_ms, &m);
+	if (err)
+		return err;
+	r = conn_reply(m);
+	if (r->has_error && r->error != 0) {
+		err = error_from_reply(r);
+		inmsg_free(m);
+		return err;
+	}
+	*out = m;
+	return 0;
+}
+
+/* open_socket connects to path, retrying while it is absent or refusing until the deadline. */
+static int open_socket(const char *path, int64_t deadline, int *out)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int fd, err;
+
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	for (;;) {
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return error_set(-errno, "Could not create a socket: %s", strerror(errno));
+		if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
+			*out = fd;
+			return 0;
+		}
+		err = -errno;
+		close(fd);
+		if (err != -ENOENT && err != -ECONNREFUSED && err != -EAGAIN && err != -EINTR)
+			break;
+		if (remaining_ms(deadline) == 0)
+			break;
+		struct timespec pause = {.tv_nsec = CONN_RETRY_MS * 1000000L};
+		nanosleep(&pause, NULL);
+	}
+	if (err == -ENOENT || err == -ECONNREFUSED)
+		return error_set(err, "no rocmmemd is listening on %s", path);
+	if (err == -EACCES)
+		return error_set(err,
+				 "permission denied on %s (the system socket needs membership of "
+				 "its group, usually 'rocmmem')",
+				 path);
+	return error_set(err, "Could not connect to %s: %s", path, strerror(-err));
+}
+
+static int say_hello(rocmmem_client *c, const char *name, int64_t deadline)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
+	int64_t wait = deadline < 0 ? CONN_REPLY_GRACE_MS : remaining_ms(deadline);
+	Rocmmem__Wire__HelloReply *h;
+	struct inmsg *m;
+	int err;
+
+	hello.has_protocol_version = true;
+	hello.protocol_version = ROCMMEM_PROTOCOL_VERSION;
+	hello.client_name = (char *)name;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
+	msg.hello = &hello;
+	err = conn_call(c, &msg, wait > 0 ? wait : CONN_REPLY_GRACE_MS, &m);
+	if (err)
+		return err;
+	if (conn_reply(m)->body_case != ROCMMEM__WIRE__REPLY__BODY_HELLO) {
+		inmsg_free(m);
+		return error_set(-EPROTO, "the daemon answered hello with something else");
+	}
+	h = conn_reply(m)->hello;
+	c->daemon_version = strdup(h->daemon_version ? h->daemon_version : "");
+	c->backend = strdup(h->backend ? h->backend : "");
+	c->device_count = h->has_device_count ? h->device_count : 0;
+	inmsg_free(m);
+	if (!c->daemon_version || !c->backend)
+		return error_set(-ENOMEM, "out of memory");
+	return 0;
+}
+
+static int setup_event_fd(rocmmem_client *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (c->efd < 0 || c->epfd < 0)
+		return -errno;
+	ev.data.fd = c->fd;
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		return -errno;
+	ev.data.fd = c->efd;
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->efd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, int timeout_ms,
+				   rocmmem_client **out)
+{
+	int64_t deadline = deadline_after(timeout_ms);
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	pthread_condattr_t attr;
+	rocmmem_client *c;
+	int err;
+
+	if (!out)
+		return error_set(-EINVAL, "rocmmem_connect needs somewhere to store the client");
+	*out = NULL;
+	err = sockpath_resolve(socket_path, SOCKPATH_CLIENT, path, sizeof(path));
+	if (err)
+		return error_set(err, "Could not use the socket path: %s", strerror(-err));
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return error_set(-ENOMEM, "out of memory");
+	c->fd = c->efd = c->epfd = -1;
+	c->next_id = 1;
+	c->events_tail = &c->events;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	err = open_socket(path, deadline, &c->fd);
+	if (err)
+		goto fail;
+	err = setup_event_fd(c);
+	if (err) {
+		error_set(err, "Could not set up the event fd: %s", strerror(-err));
+		goto fail;
+	}
+	err = say_hello(c, name, deadline);
+	if (err)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	rocmmem_disconnect(c);
+	return err;
+}
+
+ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
+{
+	struct inmsg *m;
+
+	if (!c)
+		return;
+	lease_forget_all(c);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->efd >= 0)
+		close(c->efd);
+	if (c->epfd >= 0)
+		close(c->epfd);
+	while ((m = c->replies)) {
+		c->replies = m->next;
+		inmsg_free(m);
+	}
+	while ((m = c->events)) {
+		c->events = m->next;
+		inmsg_free(m);
+	}
+	while (c->abandoned) {
+		struct abandoned *a = c->abandoned;
+
+		c->abandoned = a->next;
+		free(a);
+	}
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c->daemon_version);
+	free(c->backend);
+	free(c);
+}
+
+ROCMMEM_EXPORT const char *rocmmem_client_daemon_version(const rocmmem_client *c)
+{
+	return c->daemon_version;
+}
+
+ROCMMEM_EXPORT const char *rocmmem_client_backend(const rocmmem_client *c)
+{
+	return c->backend;
+}
+
+ROCMMEM_EXPORT unsigned rocmmem_client_device_count(const rocmmem_client *c)
+{
+	return c->device_count;
+}
+
+ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *c, rocmmem_event_fn fn,
+					      void *userdata)
+{
+	pthread_mutex_lock(&c->lock);
+	c->event_fn = fn;
+	c->event_userdata = userdata;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *c)
+{
+	return c->epfd;
+}
+
+/* to_event fills the public view of a received event. */
+static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->seq = e->seq;
+	out->reason = "";
+	switch (e->body_case) {
+	case ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN:
+		out->type = ROCMMEM_EVENT_SHUTDOWN;
+		if (e->shutdown->reason)
+			out->reason = e->shutdown->reason;
+		break;
+	case ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST:
+		out->type = ROCMMEM_EVENT_EVICT_REQUEST;
+		out->model_id = e->evict_request->model_id;
+		out->bytes_needed = e->evict_request->bytes_needed;
+		out->deadline_ms = e->evict_request->deadline_ms;
+		break;
+	case ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED:
+		out->type = ROCMMEM_EVENT_MODEL_REVOKED;
+		out->model_id = e->model_revoked->model_id;
+		if (e->model_revoked->reason)
+			out->reason = e->model_revoked->reason;
+		break;
+	case ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED:
+		out->type = ROCMMEM_EVENT_LEASE_REVOKED;
+		out->lease_id = e->lease_revoked->lease_id;
+		if (e->lease_revoked->reason)
+			out->reason = e->lease_revoked->reason;
+		break;
+	default:
+		out->type = ROCMMEM_EVENT_OTHER;
+		break;
+	}
+}
+
+ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
+{
+	struct inmsg *list, *m;
+	rocmmem_event_fn fn;
+	bool deliver_disconnect = false, broken;
+	char reason[sizeof(c->broken_msg)];
+	void *userdata;
+	uint64_t count;
+	int handled = 0;
+
+	pthread_mutex_lock(&c->lock);
+	/* Read whatever has arrived, unless another thread is reading for everyone already. */
+	while (!c->reading && !c->broken && pump_socket(c, 0)) {
+	}
+	list = c->events;
+	c->events = NULL;
+	c->events_tail = &c->events;
+	c->event_count = 0;
+	if (read(c->efd, &count, sizeof(count)) < 0) {
+		/* EAGAIN: nothing was signalled. */
+	}
+	if (c->broken && !c->disconnect_delivered) {
+		c->disconnect_delivered = true;
+		deliver_disconnect = true;
+		snprintf(reason, sizeof(reason), "%s", c->broken_msg);
+	}
+	fn = c->event_fn;
+	userdata = c->event_userdata;
+	broken = c->broken;
+	pthread_mutex_unlock(&c->lock);
+
+	while ((m = list)) {
+		struct rocmmem_event ev;
+
+		list = m->next;
+		to_event(m->msg->event, &ev);
+		if (fn)
+			fn(c, &ev, userdata);
+		inmsg_free(m);
+		handled++;
+	}
+	if (deliver_disconnect) {
+		struct rocmmem_event ev = {.type = ROCMMEM_EVENT_DISCONNECTED, .reason = reason};
+
+		if (fn)
+			fn(c, &ev, userdata);
+		handled++;
+	}
+	if (handled == 0 && broken)
+		return error_set(-ECONNRESET, "the connection to rocmmemd ended");
+	return handled;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* size.h: parsing and printing of byte sizes ("64M", "1.5GiB") and durations. */
+#ifndef ROCMMEM_COMMON_SIZE_H
+#define ROCMMEM_COMMON_SIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * size_parse parses a byte count: decimal digits with an optional fraction and an optional
+ * binary suffix K, M, G, T (any case, optionally followed by "iB"). A fraction is allowed only
+ * with a suffix and must give a whole number of bytes. Returns 0 and stores the value in *out,
+ * -EINVAL for malformed text, or -ERANGE when the value does not fit in 64 bits.
+ */
+int size_parse(const char *text, uint64_t *out);
+
+/*
+ * size_format writes a human form of bytes ("512 B", "64 MiB", "1.50 GiB") into buf, always
+ * NUL-terminated. Returns buf.
+ */
+char *size_format(uint64_t bytes, char *buf, size_t len);
+
+/* Enough room for any size_format result. */
+#define SIZE_FORMAT_MAX 32
+
+/*
+ * size_round_up rounds bytes up to a multiple of granule (a power of two). Returns 0, or
+ * -ERANGE when the result would overflow.
+ */
+int size_round_up(uint64_t bytes, uint64_t granule, uint64_t *out);
+
+/*
+ * duration_parse parses seconds with an optional fraction ("2", "0.25") or "inf"/"-1" (no
+ * limit, stored as -1) into milliseconds. Returns 0, -EINVAL or -ERANGE.
+ */
+int duration_parse(const char *text, int64_t *ms_out);
+
+#endif

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/* text.h: validation of names and tags that clients send and terminals later print. */
+#ifndef ROCMMEM_COMMON_TEXT_H
+#define ROCMMEM_COMMON_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * text_is_clean says whether s is at most max bytes of valid UTF-8 without control characters
+ * (so that printing it in a terminal or a log cannot forge lines or escape sequences).
+ */
+bool text_is_clean(const char *s, size_t max);
+
+#endif

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/* wire.c: sending and receiving one SOCK_SEQPACKET packet with its SCM_RIGHTS fds. */
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int wire_send(int sock, const void *buf, size_t len, const int *fds, unsigned nfds, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (len > WIRE_MAX_FRAME || nfds > WIRE_MAX_FDS)
+		return -EMSGSIZE;
+	if (nfds > 0) {
+		struct cmsghdr *cmsg;
+
+		memset(&control, 0, sizeof(control));
+		msg.msg_control = control.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		cmsg = CMSG_FIRSTHDR(&msg);
+		cmsg->cmsg_level = SOL_SOCKET;
+		cmsg->cmsg_type = SCM_RIGHTS;
+		cmsg->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * nfds);
+	}
+	do {
+		n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return 0;
+}
+
+void wire_close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+/* collect_fds moves every SCM_RIGHTS fd of msg into fds; returns -EBADMSG on anything odd. */
+static int collect_fds(struct msghdr *msg, int *fds, unsigned *nfds)
+{
+	int err = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		size_t count;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0)) {
+			err = -EBADMSG;
+			continue;
+		}
+		count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < count; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*nfds < WIRE_MAX_FDS)
+				fds[(*nfds)++] = fd;
+			else {
+				close(fd);
+				err = -EBADMSG;
+			}
+		}
+	}
+	return err;
+}
+
+ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, unsigned *nfds, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+	struct msghdr msg = {
+	    .msg_iov = &iov,
+	    .msg_iovlen = 1,
+	    .msg_control = control.buf,
+	    .msg_controllen = sizeof(control.buf),
+	};
+	ssize_t n;
+	int err;
+
+	*nfds = 0;
+	do {
+		n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	err = collect_fds(&msg, fds, nfds);
+	if (err == 0 && (msg.msg_flags & MSG_CTRUNC))
+		err = -EBADMSG;
+	if (err == 0 && (msg.msg_flags & MSG_TRUNC))
+		err = -EMSGSIZE;
+	if (err) {
+		wire_close_fds(fds, *nfds);
+		*nfds = 0;
+		return err;
+	}
+	return n;
+}
+
+ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap)
+{
+	size_t need = protobuf_c_message_get_packed_size(msg);
+
+	if (need > cap || need > WIRE_MAX_FRAME)
+		return -EMSGSIZE;
+	return (ssize_t)protobuf_c_message_pack(msg, buf);
+}

@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/* arbiter.c: who gets memory: grants within budget, fair waiting, release and reclaim. */
+#include "arbiter.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "log.h"
+#include "server.h"
+#include "size.h"
+#include "text.h"
+
+int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
+		 const struct budget_config *cfg)
+{
+	unsigned n = backend->ops->device_count(backend);
+
+	memset(a, 0, sizeof(*a));
+	a->server = s;
+	a->loop = loop;
+	a->backend = backend;
+	lease_table_init(&a->leases);
+	if (n == 0) {
+		log_error("The %s backend reports no devices", backend_name(backend));
+		return -ENODEV;
+	}
+	if (n > BACKEND_MAX_DEVICES) {
+		log_warn("managing the first %u of %u devices", BACKEND_MAX_DEVICES, n);
+		n = BACKEND_MAX_DEVICES;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		char why[256], t[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], h[SIZE_FORMAT_MAX];
+		struct backend_device info;
+		uint64_t budget;
+		int err = backend->ops->device_info(backend, i, &info);
+
+		if (err) {
+			log_error("Could not query device %u: %s", i, strerror(-err));
+			return err;
+		}
+		err = device_budget(cfg, &info, &budget, why, sizeof(why));
+		if (err) {
+			log_error("Device %u (%s): %s", i, info.name, why);
+			return err;
+		}
+		device_init(&a->devices[i], i, &info, budget);
+		log_info("device %u: %s, %s total, budget %s, headroom %s", i, info.name,
+			 size_format(info.total_bytes, t, sizeof(t)),
+			 size_format(budget, b, sizeof(b)),
+			 size_format(a->devices[i].headroom, h, sizeof(h)));
+	}
+	a->ndevices = n;
+	return 0;
+}
+
+void arbiter_finish(struct arbiter *a)
+{
+	lease_table_finish(&a->leases);
+	if (a->backend)
+		a->backend->ops->destroy(a->backend);
+	a->backend = NULL;
+}
+
+/* holders writes who holds memory on a device, largest first: "pid 1 'a' 64 MiB, ...". */
+static void holders(const struct arbiter *a, unsigned dev, char *buf, size_t len)
+{
+	enum { TOP = 3 };
+	const struct client *top[TOP] = {NULL};
+	const struct client *c;
+	uint64_t rest_bytes = 0;
+	unsigned rest = 0;
+	size_t used = 0;
+
+	TAILQ_FOREACH (c, &a->server->clients, link) {
+		uint64_t bytes = c->device_bytes[dev];
+		const struct client *out = c;
+
+		if (bytes == 0)
+			continue;
+		/* Insert into the top list; whatever falls off its end counts as "others". */
+		for (unsigned i = 0; i < TOP && out; i++) {
+			if (!top[i] || out->device_bytes[dev] > top[i]->device_bytes[dev]) {
+				const struct client *t = top[i];
+
+				top[i] = out;
+				out = t;
+			}
+		}
+		if (out) {
+			rest++;
+			rest_bytes += out->device_bytes[dev];
+		}
+	}
+	buf[0] = '\0';
+	for (unsigned i = 0; i < TOP && top[i]; i++) {
+		char label[128], size[SIZE_FORMAT_MAX];
+		int n = snprintf(buf + used, len - used, "%s%s %s", i ? ", " : "",
+				 client_label(top[i], label, sizeof(label)),
+				 size_format(top[i]->device_bytes[dev], size, sizeof(size)));
+
+		if (n < 0 || (size_t)n >= len - used)
+			return;
+		used += (size_t)n;
+	}
+	if (rest) {
+		char size[SIZE_FORMAT_MAX];
+
+		snprintf(buf + used, len - used, " and %u other client(s) %s", rest,
+			 size_format(rest_bytes, size, sizeof(size)));
+	}
+	if (!top[0])
+		snprintf(buf, len, "no client");
+}
+
+/*
+ * describe explains why a request is not granted now: what was asked, what is free, what
+ * waits ahead and who holds the memory. This text is what users read in their error.
+ */
+static void describe(const struct arbiter *a, const struct device *d, uint64_t requested,
+		     uint64_t size, unsigned ahead, char *buf, size_t len)
+{
+	char req[SIZE_FORMAT_MAX], rounded[SIZE_FORMAT_MAX], gran[SIZE_FORMAT_MAX];
+	char fr[SIZE_FORMAT_MAX], bud[SIZE_FORMAT_MAX], who[512], round_note[96] = "";
+	char queue_note[64] = "";
+
+	if (requested != size)
+		snprintf(round_note, sizeof(round_note), " (%s in %s granules)",
+			 size_format(size, rounded, sizeof(rounded)),
+			 size_format(d->granule, gran, sizeof(gran)));
+	if (ahead)
+		snprintf(queue_note, sizeof(queue_note), "; %u earlier request(s) wait ahead",
+			 ahead);
+	holders(a, d->index, who, sizeof(who));
+	snprintf(buf, len,
+		 "requested %s%s on device %u (%s): %s of its %s budget is free%s; held by %s",
+		 size_format(requested, req, sizeof(req)), round_note, d->index, d->name,
+		 size_format(device_free(d), fr, sizeof(fr)),
+		 size_format(d->budget, bud, sizeof(bud)), queue_note, who);
+}
+
+static void lease_destroy(struct arbiter *a, struct lease *l)
+{
+	struct client *c = l->owner;
+	struct device *d = &a->devices[l->device];
+
+	a->backend->ops->release(a->backend, &l->alloc);
+	device_uncharge(d, l->size);
+	lease_table_remove(&a->leases, l);
+	TAILQ_REMOVE(&c->leases, l, client_link);
+	c->lease_count--;
+	c->leased_bytes -= l->size;
+	c->device_bytes[l->device] -= l->size;
+	free(l);
+}
+
+static void grant(struct arbiter *a, struct client *c, uint64_t request_id, struct device *d,
+		  uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__LeaseGrant body = ROCMMEM__WIRE__LEASE_GRANT__INIT;
+	char label[48], who[128], sz[SIZE_FORMAT_MAX];
+	struct lease *l = calloc(1, sizeof(*l));
+	int err;
+
+	if (!l || lease_table_add(&a->leases, l) < 0) {
+		free(l);
+		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	l->owner = c;
+	l->device = d->index;
+	l->size = size;
+	l->model_id = model_id;
+	l->created_ms = uv_now(a->loop);
+	snprintf(l->tag, sizeof(l->tag), "%s", tag ? tag : "");
+	snprintf(label, sizeof(label), "rocmmem-lease-%" PRIu64, l->id);
+	device_charge(d, size);
+	err = a->backend->ops->alloc(a->backend, d->index, size, label, &l->alloc);
+	if (err) {
+		device_uncharge(d, size);
+		lease_table_remove(&a->leases, l);
+		free(l);
+		log_warn("Could not allocate %s on device %u for %s: %s",
+			 size_format(size, sz, sizeof(sz)), d->index,
+			 client_label(c, who, sizeof(who)), strerror(-err));
+		client_reply_error(c, request_id, err, "Could not allocate %s on device %u: %s",
+				   size_format(size, sz, sizeof(sz)), d->index, strerror(-err));
+		return;
+	}
+	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
+	c->lease_count++;
+	c->leased_bytes += size;
+	c->device_bytes[d->index] += size;
+	a->counters.grants++;
+
+	body.has_lease_id = true;
+	body.lease_id = l->id;
+	body.has_device = true;
+	body.device = d->index;
+	body.has_size = true;
+	body.size = size;
+	body.has_handle_kind = true;
+	body.handle_kind = (Rocmmem__Wire__HandleKind)l->alloc.handle_kind;
+	body.has_fd_count = true;
+	body.fd_count = l->alloc.nfds;
+	body.has_waited_ms = true;
+	body.waited_ms = waited_ms;
+	reply.has_id = true;
+	reply.id = request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_LEASE;
+	reply.lease = &body;
+	log_debug("granted lease %" PRIu64 " (%s on device %u) to %s after %" PRIu64 " ms", l->id,
+		  size_format(size, sz, sizeof(sz)), d->index, client_label(c, who, sizeof(who)),
+		  waited_ms);
+	/* If the client cannot take the reply it is kicked, and its teardown reclaims l. */
+	client_reply(c, &reply, l->alloc.fds, l->alloc.nfds);
+}
+
+static void free_waiter(uv_handle_t *handle)
+{
+	free(handle->data);
+}
+
+static void waiter_drop(struct arbiter *a, struct waiter *w)
+{
+	struct client *c = w->client;
+
+	queue_remove(&a->devices[w->device].queue, w);
+	TAILQ_REMOVE(&c->waiters, w, client_link);
+	c->waiter_count--;
+	uv_close((uv_handle_t *)&w->timer, free_waiter);
+}
+
+/* pump grants waiting requests, oldest first per device, while the oldest fits. */
+static void pump(struct arbiter *a)
+{
+	if (a->server->stopping)
+		return; /* everyone is being disconnected: granting now would be wasted work */
+	if (a->pumping) {
+		a->pump_again = true;
+		return;
+	}
+	a->pumping = true;
+	do {
+		a->pump_again = false;
+		for (unsigned i = 0; i < a->ndevices; i++) {
+			struct device *d = &a->devices[i];
+			struct waiter *w;
+
+			while ((w = queue_head(&d->queue)) && device_fits(d, w->size)) {
+				struct client *c = w->client;
+				uint64_t id = w->request_id, size = w->size, model = w->model_id;
+				uint64_t waited = uv_now(a->loop) - w->enqueued_ms;
+				char tag[sizeof(w->tag)];
+
+				memcpy(tag, w->tag, sizeof(tag));
+				waiter_drop(a, w);
+				grant(a, c, id, d, size, tag, model, waited);
+			}
+		}
+	} while (a->pump_again);
+	a->pumping = false;
+}
+
+static void on_timeout(uv_timer_t *timer)
+{
+	struct waiter *w = timer->data;
+	struct arbiter *a = &w->client->server->arbiter;
+	struct device *d = &a->devices[w->device];
+	char why[1024];
+
+	a->counters.timeouts++;
+	describe(a, d, w->requested, w->size, queue_position(&d->queue, w), why, sizeof(why));
+	client_reply_error(w->client, w->request_id, -ETIMEDOUT,
+			   "timed out after %" PRId64 " ms waiting: %s", w->timeout_ms, why);
+	waiter_drop(a, w);
+	/* The queue's head may have changed: whoever is now first may fit. */
+	pump(a);
+}
+
+void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
+		     const Rocmmem__Wire__LeaseAcquire *req)
+{
+	const struct limits *lim = &a->server->limits;
+	unsigned dev = req->has_device ? req->device : 0;
+	int64_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
+	char why[1024], s1[SIZE_FORMAT_MAX], s2[SIZE_FORMAT_MAX];
+	struct device *d;
+	struct waiter *w;
+	uint64_t size;
+
+	if (!req->has_size || req->size == 0) {
+		client_reply_error(c, request_id, -EINVAL, "lease size must be larger than 0");
+		return;
+	}
+	if (dev >= a->ndevices) {
+		client_reply_error(
+		    c, request_id, -ENODEV,
+		    "no device %u: this daemon manages %u device(s), numbered from 0", dev,
+		    a->ndevices);
+		return;
+	}
+	d = &a->devices[dev];
+	if (req->tag && !text_is_clean(req->tag, ROCMMEM_NAME_MAX)) {
+		client_reply_error(c, request_id, -EINVAL,
+				   "lease tag must be at most %u bytes of UTF-8 without control "
+				   "characters",
+				   ROCMMEM_NAME_MAX);
+		return;
+	}
+	if (req->has_model_id && req->model_id != 0) {
+		client_reply_error(c, request_id, -ENOENT, "no model %" PRIu64 " is registered",
+				   req->model_id);
+		return;
+	}
+	if (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget) {
+		a->counters.denials++;
+		client_reply_error(c, request_id, -E2BIG,
+				   "requested %s on device %u (%s), more than its whole budget of "
+				   "%s: it can never be granted",
+				   size_format(req->size, s1, sizeof(s1)), dev, d->name,
+				   size_format(d->budget, s2, sizeof(s2)));
+		return;
+	}
+	if (c->lease_count >= lim->max_leases) {
+		client_reply_error(c, request_id, -EDQUOT,
+				   "this connection already holds %u leases, the most allowed",
+				   lim->max_leases);
+		return;
+	}
+	if (queue_empty(&d->queue) && device_fits(d, size)) {
+		grant(a, c, request_id, d, size, req->tag, 0, 0);
+		return;
+	}
+	if (timeout == 0) {
+		a->counters.denials++;
+		describe(a, d, req->size, size, d->queue.count, why, sizeof(why));
+		client_reply_error(c, request_id, -ENOMEM, "%s", why);
+		return;
+	}
+	if (c->waiter_count >= lim->max_pending) {
+		client_reply_error(
+		    c, request_id, -EBUSY,
+		    "this connection already has %u requests waiting, the most allowed",
+		    lim->max_pending);
+		return;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	w->client = c;
+	w->request_id = request_id;
+	w->seq = ++a->next_waiter_seq;
+	w->device = dev;
+	w->size = size;
+	w->requested = req->size;
+	w->timeout_ms = timeout;
+	w->enqueued_ms = uv_now(a->loop);
+	snprintf(w->tag, sizeof(w->tag), "%s", req->tag ? req->tag : "");
+	uv_timer_init(a->loop, &w->timer);
+	w->timer.data = w;
+	if (timeout > 0)
+		uv_timer_start(&w->timer, on_timeout, (uint64_t)timeout, 0);
+	queue_push(&d->queue, w);
+	TAILQ_INSERT_TAIL(&c->waiters, w, client_link);
+	c->waiter_count++;
+	log_debug("queued %s on device %u for connection %" PRIu64 " (%u waiting)",
+		  size_format(size, s1, sizeof(s1)), dev, c->id, d->queue.count);
+}
+
+void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	struct lease *l = lease_table_find(&a->leases, lease_id);
+	char who[128], owner[128];
+
+	if (!l) {
+		client_reply_error(c, request_id, -ENOENT, "no lease %" PRIu64, lease_id);
+		return;
+	}
+	if (l->owner != c) {
+		log_warn("refused %s the release of lease %" PRIu64 ", which belongs to %s",
+			 client_label(c, who, sizeof(who)), lease_id,
+			 client_label(l->owner, owner, sizeof(owner)));
+		client_reply_error(c, request_id, -EPERM, "lease %" PRIu64 " belongs to %s",
+				   lease_id, client_label(l->owner, owner, sizeof(owner)));
+		return;
+	}
+	lease_destroy(a, l);
+	a->counters.releases++;
+	reply.has_id = true;
+	reply.id = request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	client_reply(c, &reply, NULL, 0);
+	pump(a);
+}
+
+void arbiter_client_gone(struct arbiter *a, struct client *c)
+{
+	struct waiter *w;
+	struct lease *l;
+
+	while ((w = TAILQ_FIRST(&c->waiters)))
+		waiter_drop(a, w);
+	while ((l = TAILQ_FIRST(&c->leases))) {
+		lease_destroy(a, l);
+		a->counters.reclaimed++;
+	}
+	pump(a);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* arbiter.h: who gets memory: grants, the wait queues, releases and reclaiming. */
+#ifndef ROCMMEMD_ARBITER_H
+#define ROCMMEMD_ARBITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "device.h"
+#include "lease.h"
+#include "rocmmem.pb-c.h"
+
+struct client;
+struct server;
+
+struct counters {
+	uint64_t grants;
+	uint64_t denials;
+	uint64_t timeouts;
+	uint64_t releases;
+	uint64_t reclaimed; /* leases reclaimed from clients that went away */
+};
+
+struct arbiter {
+	struct server *server;
+	uv_loop_t *loop;
+	struct backend *backend;
+	struct device devices[BACKEND_MAX_DEVICES];
+	unsigned ndevices;
+	struct lease_table leases;
+	struct counters counters;
+	uint64_t next_waiter_seq;
+	bool pumping;
+	bool pump_again;
+};
+
+/*
+ * arbiter_init takes over backend and sets up each device's budget from cfg. Returns 0 or
+ * -EINVAL (bad budget, reason logged) / -ENODEV (no devices).
+ */
+int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
+		 const struct budget_config *cfg);
+
+/* arbiter_finish destroys the backend; every client must be gone. */
+void arbiter_finish(struct arbiter *a);
+
+/* arbiter_acquire grants, queues or denies a lease request and replies to it in due course. */
+void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
+		     const Rocmmem__Wire__LeaseAcquire *req);
+
+/* arbiter_release releases a lease of c's and replies. */
+void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id);
+
+/* arbiter_client_gone drops c's waiting requests and reclaims its leases, then grants waiters. */
+void arbiter_client_gone(struct arbiter *a, struct client *c);
+
+#endif

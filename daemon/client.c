@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: MIT */
+/* client.c: one connection: receive, decode, validate, dispatch, reply, and teardown. */
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "arbiter.h"
+#include "log.h"
+#include "server.h"
+#include "size.h"
+#include "text.h"
+#include "wire.h"
+
+/* A packet that could not be sent at once, waiting for the socket to drain. */
+struct outmsg {
+	TAILQ_ENTRY(outmsg) link;
+	size_t len;
+	unsigned nfds;
+	int fds[WIRE_MAX_FDS];
+	uint8_t data[];
+};
+
+/* Packets handled per wake-up before other clients get their turn. */
+#define CLIENT_BURST 32
+
+static void on_poll(uv_poll_t *handle, int status, int events);
+
+const char *client_label(const struct client *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "pid %d '%s'", (int)c->pid, c->name[0] ? c->name : "?");
+	return buf;
+}
+
+/* default_name names a client that gave none after its process, as "[comm]". */
+static void default_name(struct client *c)
+{
+	char path[64], comm[32] = "";
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	if (text_is_clean(comm, sizeof(comm)))
+		snprintf(c->name, sizeof(c->name), "[%s]", comm);
+}
+
+static void set_poll_events(struct client *c, int events)
+{
+	if (c->closing || events == c->poll_events)
+		return;
+	c->poll_events = events;
+	uv_poll_start(&c->poll, events, on_poll);
+}
+
+int client_create(struct server *s, int fd, struct client **out)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct client *c;
+	int err;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->server = s;
+	c->fd = fd;
+	c->pid = cred.pid;
+	c->uid = cred.uid;
+	c->gid = cred.gid;
+	c->id = s->next_client_id++;
+	c->connected_ms = uv_now(s->loop);
+	TAILQ_INIT(&c->leases);
+	TAILQ_INIT(&c->waiters);
+	TAILQ_INIT(&c->outq);
+	err = uv_poll_init(s->loop, &c->poll, fd);
+	if (err) {
+		free(c);
+		return err;
+	}
+	c->poll.data = c;
+	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
+	TAILQ_INSERT_TAIL(&s->clients, c, link);
+	s->client_count++;
+	log_debug("connection %" PRIu64 " accepted from pid %d uid %u gid %u", c->id, (int)c->pid,
+		  (unsigned)c->uid, (unsigned)c->gid);
+	*out = c;
+	return 0;
+}
+
+static void on_closed(uv_handle_t *handle)
+{
+	struct client *c = handle->data;
+
+	close(c->fd);
+	free(c);
+}
+
+static void free_outq(struct client *c)
+{
+	struct outmsg *m;
+
+	while ((m = TAILQ_FIRST(&c->outq))) {
+		TAILQ_REMOVE(&c->outq, m, link);
+		wire_close_fds(m->fds, m->nfds);
+		free(m);
+	}
+	c->out_bytes = 0;
+}
+
+void client_destroy(struct client *c)
+{
+	struct server *s = c->server;
+	char label[128], bytes[SIZE_FORMAT_MAX];
+	uint32_t leases = c->lease_count;
+	uint64_t leased = c->leased_bytes;
+
+	if (c->closing)
+		return;
+	c->closing = true;
+	TAILQ_REMOVE(&s->clients, c, link);
+	s->client_count--;
+	arbiter_client_gone(&s->arbiter, c);
+	free_outq(c);
+	if (leases)
+		log_info("client %s disconnected; reclaimed %s in %u lease(s)",
+			 client_label(c, label, sizeof(label)),
+			 size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
+	else if (c->greeted)
+		log_info("client %s disconnected", client_label(c, label, sizeof(label)));
+	uv_poll_stop(&c->poll);
+	uv_close((uv_handle_t *)&c->poll, on_closed);
+}
+
+void client_kick(struct client *c, const char *why)
+{
+	char label[128];
+
+	if (c->closing || c->kicked)
+		return;
+	log_warn("disconnecting client %s: %s", client_label(c, label, sizeof(label)), why);
+	c->kicked = true;
+	/* The loop sees the shut-down socket as readable and tears the client down there. */
+	shutdown(c->fd, SHUT_RDWR);
+	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
+}
+
+/* send_packet sends buf now, or queues a copy (fds duplicated) behind earlier packets. */
+static int send_packet(struct client *c, const uint8_t *buf, size_t len, const int *fds,
+		       unsigned nfds)
+{
+	struct outmsg *m;
+	int rc;
+
+	if (c->closing || c->kicked)
+		return -EPIPE;
+	if (TAILQ_EMPTY(&c->outq)) {
+		rc = wire_send(c->fd, buf, len, fds, nfds, MSG_DONTWAIT);
+		if (rc == 0)
+			return 0;
+		if (rc != -EAGAIN) {
+			client_kick(c, "the connection failed");
+			return rc;
+		}
+	}
+	if (c->out_bytes + len > c->server->limits.max_queued_out) {
+		client_kick(c, "it does not read its replies");
+		return -ENOBUFS;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m) {
+		client_kick(c, "out of memory queueing a reply");
+		return -ENOMEM;
+	}
+	memcpy(m->data, buf, len);
+	m->len = len;
+	m->nfds = 0;
+	for (unsigned i = 0; i < nfds; i++) {
+		int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+
+		if (fd < 0) {
+			rc = -errno;
+			wire_close_fds(m->fds, m->nfds);
+			free(m);
+			client_kick(c, "could not keep a descriptor for a queued reply");
+			return rc;
+		}
+		m->fds[m->nfds++] = fd;
+	}
+	TAILQ_INSERT_TAIL(&c->outq, m, link);
+	c->out_bytes += len;
+	set_poll_events(c, c->poll_events | UV_WRITABLE);
+	return 1;
+}
+
+static void flush(struct client *c)
+{
+	struct outmsg *m;
+
+	while ((m = TAILQ_FIRST(&c->outq))) {
+		int rc = wire_send(c->fd, m->data, m->len, m->fds, m->nfds, MSG_DONTWAIT);
+
+		if (rc == -EAGAIN)
+			return;
+		if (rc < 0) {
+			client_kick(c, "the connection failed");
+			return;
+		}
+		TAILQ_REMOVE(&c->outq, m, link);
+		c->out_bytes -= m->len;
+		wire_close_fds(m->fds, m->nfds);
+		free(m);
+	}
+	set_poll_events(c, c->poll_events & ~UV_WRITABLE);
+	if (c->status.stage != STATUS_IDLE)
+		status_continue(c);
+}
+
+static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *msg, const int *fds,
+			       unsigned nfds)
+{
+	ssize_t len = wire_pack(&msg->base, c->server->tx, sizeof(c->server->tx));
+
+	if (len < 0) {
+		log_error("Could not pack a message for client %" PRIu64 ": too large", c->id);
+		return (int)len;
+	}
+	return send_packet(c, c->server->tx, (size_t)len, fds, nfds);
+}
+
+int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, unsigned nfds)
+{
+	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
+
+	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY;
+	msg.reply = reply;
+	return send_server_message(c, &msg, fds, nfds);
+}
+
+static void reply_errorv(struct client *c, uint64_t id, int err, const char *fmt, va_list ap)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	char text[1024];
+
+	vsnprintf(text, sizeof(text), fmt, ap);
+	reply.has_id = true;
+	reply.id = id;
+	reply.has_error = true;
+	reply.error = err;
+	reply.message = text;
+	client_reply(c, &reply, NULL, 0);
+}
+
+void client_reply_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	reply_errorv(c, id, err, fmt, ap);
+	va_end(ap);
+}
+
+void client_event(struct client *c, Rocmmem__Wire__Event *event)
+{
+	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
+
+	event->has_seq = true;
+	event->seq = ++c->event_seq;
+	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_EVENT;
+	msg.event = event;
+	send_server_message(c, &msg, NULL, 0);
+}
+
+/* protocol_error answers a violation with an error (best effort) and drops the connection. */
+static void protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+{
+	char text[512], label[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	log_warn("protocol error from client %s: %s; disconnecting",
+		 client_label(c, label, sizeof(label)), text);
+	client_reply_error(c, id, err, "%s", text);
+	client_destroy(c);
+}
+
+static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hello *hello)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__HelloReply body = ROCMMEM__WIRE__HELLO_REPLY__INIT;
+	struct server *s = c->server;
+	char label[128];
+
+	if (!hello->has_protocol_version) {
+		protocol_error(c, id, -EPROTO, "hello carries no protocol version");
+		return;
+	}
+	if (hello->protocol_version != ROCMMEM_PROTOCOL_VERSION) {
+		protocol_error(c, id, -EPROTONOSUPPORT,
+			       "protocol version %u is not supported: this rocmmemd %s speaks "
+			       "version %u",
+			       hello->protocol_version, ROCMMEM_VERSION_STRING,
+			       ROCMMEM_PROTOCOL_VERSION);
+		return;
+	}
+	if (hello->client_name && hello->client_name[0]) {
+		if (!text_is_clean(hello->client_name, ROCMMEM_NAME_MAX)) {
+			protocol_error(c, id, -EINVAL,
+				       "client name must be at most %u bytes of UTF-8 without "
+				       "control characters",
+				       ROCMMEM_NAME_MAX);
+			return;
+		}
+		snprintf(c->name, sizeof(c->name), "%s", hello->client_name);
+	} else {
+		default_name(c);
+	}
+	c->greeted = true;
+	body.has_protocol_version = true;
+	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
+	body.daemon_version = (char *)ROCMMEM_VERSION_STRING;
+	body.backend = (char *)backend_name(s->arbiter.backend);
+	body.has_device_count = true;
+	body.device_count = s->arbiter.ndevices;
+	body.has_max_frame = true;
+	body.max_frame = WIRE_MAX_FRAME;
+	body.has_client_id = true;
+	body.client_id = c->id;
+	reply.has_id = true;
+	reply.id = id;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
+	reply.hello = &body;
+	client_reply(c, &reply, NULL, 0);
+	log_info("client %s connected (uid %u, connection %" PRIu64 ")",
+		 client_label(c, label, sizeof(label)), (unsigned)c->uid, c->id);
+}
+
+/* request_name names a request type for messages. */
+static const char *request_name(Rocmmem__Wire__ClientMessage__BodyCase body)
+{
+	switch (body) {
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
+		return "model residency";
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
+		return "telemetry subscription";
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
+		return "trim";
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
+		return "administration";
+	default:
+		return "this request";
+	}
+}
+
+static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
+{
+	struct server *s = c->server;
+	uint64_t id = msg->id;
+
+	switch (msg->body_case) {
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO:
+		protocol_error(c, id, -EPROTO, "hello sent twice");
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE:
+		arbiter_acquire(&s->arbiter, c, id, msg->lease_acquire);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE:
+		if (!msg->lease_release->has_lease_id) {
+			client_reply_error(c, id, -EINVAL, "lease release names no lease id");
+			break;
+		}
+		arbiter_release(&s->arbiter, c, id, msg->lease_release->lease_id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS:
+		status_start(c, id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY__NOT_SET:
+		/* A newer client's request: refuse it and keep serving the connection. */
+		client_reply_error(c, id, -EOPNOTSUPP,
+				   "unknown request type: this rocmmemd %s does not know it",
+				   ROCMMEM_VERSION_STRING);
+		break;
+	default:
+		client_reply_error(c, id, -EOPNOTSUPP, "%s is not supported by this rocmmemd %s",
+				   request_name(msg->body_case), ROCMMEM_VERSION_STRING);
+		break;
+	}
+}
+
+static void handle_packet(struct client *c, size_t len, int *fds, unsigned nfds)
+{
+	Rocmmem__Wire__ClientMessage *msg;
+	uint64_t id;
+
+	msg = rocmmem__wire__client_message__unpack(NULL, len, c->server->rx);
+	if (!msg) {
+		wire_close_fds(fds, nfds);
+		protocol_error(c, 0, -EBADMSG, "could not decode a %zu-byte message", len);
+		return;
+	}
+	id = msg->has_id ? msg->id : 0;
+	if (nfds > 0) {
+		/* No request takes descriptors: close them so they cannot pile up here. */
+		wire_close_fds(fds, nfds);
+		protocol_error(c, id, -EBADMSG,
+			       "%u file descriptor(s) attached to a request that "
+			       "takes none",
+			       nfds);
+	} else if (id == 0) {
+		protocol_error(c, 0, -EPROTO, "request without an id");
+	} else if (!c->greeted) {
+		if (msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO)
+			handle_hello(c, id, msg->hello);
+		else
+			protocol_error(c, id, -EPROTO, "the first message must be hello");
+	} else {
+		dispatch(c, msg);
+	}
+	rocmmem__wire__client_message__free_unpacked(msg, NULL);
+}
+
+static void read_packets(struct client *c)
+{
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds;
+
+	for (int i = 0; i < CLIENT_BURST && !c->closing; i++) {
+		ssize_t n;
+
+		if (c->kicked) {
+			client_destroy(c);
+			return;
+		}
+		n = wire_recv(c->fd, c->server->rx, sizeof(c->server->rx), fds, &nfds,
+			      MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return;
+		if (n == 0) {
+			client_destroy(c);
+			return;
+		}
+		if (n == -EMSGSIZE) {
+			protocol_error(c, 0, -EMSGSIZE, "packet larger than %u bytes",
+				       WIRE_MAX_FRAME);
+			return;
+		}
+		if (n == -EBADMSG) {
+			protocol_error(c, 0, -EBADMSG, "malformed ancillary data");
+			return;
+		}
+		if (n < 0) {
+			log_debug("connection %" PRIu64 ": receive failed: %s", c->id,
+				  strerror((int)-n));
+			client_destroy(c);
+			return;
+		}
+		handle_packet(c, (size_t)n, fds, nfds);
+	}
+}
+
+static void on_poll(uv_poll_t *handle, int status, int events)
+{
+	struct client *c = handle->data;
+
+	if (c->closing)
+		return;
+	if (status < 0) {
+		log_debug("connection %" PRIu64 ": poll failed: %s", c->id, uv_strerror(status));
+		client_destroy(c);
+		return;
+	}
+	if (events & UV_WRITABLE)
+		flush(c);
+	if (!c->closing && (events & (UV_READABLE | UV_DISCONNECT)))
+		read_packets(c);
+}

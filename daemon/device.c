@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* device.c: per-device budget arithmetic and lease accounting. */
+#include "device.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "size.h"
+
+int device_budget(const struct budget_config *cfg, const struct backend_device *info,
+		  uint64_t *budget, char *why, size_t why_len)
+{
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
+	uint64_t total = info->total_bytes, headroom, value;
+
+	if (cfg->has_budget) {
+		if (cfg->budget > total) {
+			snprintf(why, why_len, "budget %s exceeds the %s that %s offers",
+				 size_format(cfg->budget, a, sizeof(a)),
+				 size_format(total, b, sizeof(b)), info->name);
+			return -EINVAL;
+		}
+		value = cfg->budget;
+	} else {
+		headroom = cfg->has_headroom ? cfg->headroom : info->default_headroom;
+		if (headroom >= total) {
+			snprintf(why, why_len,
+				 "headroom %s leaves nothing of the %s that %s offers",
+				 size_format(headroom, a, sizeof(a)),
+				 size_format(total, b, sizeof(b)), info->name);
+			return -EINVAL;
+		}
+		value = total - headroom;
+	}
+	value &= ~(info->granule - 1);
+	if (value == 0) {
+		snprintf(why, why_len, "budget is smaller than one %s granule",
+			 size_format(info->granule, a, sizeof(a)));
+		return -EINVAL;
+	}
+	*budget = value;
+	return 0;
+}
+
+void device_init(struct device *dev, unsigned index, const struct backend_device *info,
+		 uint64_t budget)
+{
+	memset(dev, 0, sizeof(*dev));
+	dev->index = index;
+	snprintf(dev->name, sizeof(dev->name), "%s", info->name);
+	dev->handle_kind = info->handle_kind;
+	dev->granule = info->granule;
+	dev->total = info->total_bytes;
+	dev->budget = budget;
+	dev->headroom = info->total_bytes - budget;
+	queue_init(&dev->queue);
+}
+
+uint64_t device_free(const struct device *dev)
+{
+	uint64_t used = dev->leased + dev->reserved;
+
+	return used >= dev->budget ? 0 : dev->budget - used;
+}
+
+bool device_fits(const struct device *dev, uint64_t bytes)
+{
+	return bytes <= device_free(dev);
+}
+
+void device_charge(struct device *dev, uint64_t bytes)
+{
+	assert(device_fits(dev, bytes));
+	dev->leased += bytes;
+	dev->leases++;
+}
+
+void device_uncharge(struct device *dev, uint64_t bytes)
+{
+	assert(dev->leased >= bytes && dev->leases > 0);
+	dev->leased -= bytes;
+	dev->leases--;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* device.h: one device's budget and accounting, and its queue of waiting requests. */
+#ifndef ROCMMEMD_DEVICE_H
+#define ROCMMEMD_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "queue.h"
+
+struct budget_config {
+	uint64_t budget; /* used when has_budget */
+	bool has_budget;
+	uint64_t headroom; /* used when has_headroom and not has_budget */
+	bool has_headroom;
+};
+
+struct device {
+	unsigned index;
+	char name[64];
+	uint32_t handle_kind;
+	uint64_t granule;
+	uint64_t total;	   /* what the backend reports */
+	uint64_t budget;   /* the most that may be leased at once; never exceeded */
+	uint64_t headroom; /* total - budget */
+	uint64_t leased;   /* bytes held by leases */
+	uint64_t reserved; /* bytes accounted for without a lease (model reservations) */
+	uint64_t leases;   /* number of live leases */
+	struct queue queue;
+};
+
+/*
+ * device_budget computes a device's budget from its total and the configuration: --budget if
+ * given, else total minus --headroom if given, else total minus the backend's default headroom;
+ * rounded down to the granule. Returns 0, or -EINVAL with a reason in why when the result would
+ * be empty or larger than the device.
+ */
+int device_budget(const struct budget_config *cfg, const struct backend_device *info,
+		  uint64_t *budget, char *why, size_t why_len);
+
+/* device_init sets up dev from the backend's info and an already computed budget. */
+void device_init(struct device *dev, unsigned index, const struct backend_device *info,
+		 uint64_t budget);
+
+/* device_free returns the bytes that could be granted now: budget minus leased and reserved. */
+uint64_t device_free(const struct device *dev);
+
+/* device_fits says whether bytes could be granted now without exceeding the budget. */
+bool device_fits(const struct device *dev, uint64_t bytes);
+
+/* device_charge accounts bytes for a new lease; the caller checked device_fits first. */
+void device_charge(struct device *dev, uint64_t bytes);
+
+/* device_uncharge returns bytes of a released lease. */
+void device_uncharge(struct device *dev, uint64_t bytes);
+
+#endif

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* options.c: parsing and validation of rocmmemd's command line. */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <string.h>
+
+#include "backend.h"
+#include "size.h"
+#include "sockpath.h"
+#include "version.h"
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "Usage: rocmmemd [OPTION]...\n"
+	    "Lease GPU (or host) memory to processes over a Unix socket, under one budget.\n"
+	    "\n"
+	    "  -s, --socket PATH      socket to listen on (default: $%s, else %s as\n"
+	    "                         root, else $XDG_RUNTIME_DIR/%s)\n"
+	    "  -b, --backend NAME     memory backend: %s (default auto)\n"
+	    "      --budget SIZE      bytes the daemon may lease per device\n"
+	    "      --headroom SIZE    bytes kept free per device (budget = total - headroom)\n"
+	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
+	    "  -h, --help             show this help and exit\n"
+	    "  -V, --version          show the version and exit\n"
+	    "\n"
+	    "SIZE is a number of bytes with an optional binary suffix: K, M, G, T (or KiB, MiB,\n"
+	    "GiB, TiB), e.g. 512M or 1.5G. Leases are granted in 2 MiB granules.\n"
+	    "Runs in the foreground and logs to stderr. SIGINT or SIGTERM stop it cleanly.\n"
+	    "Exit status: 0 clean stop, 1 failure to start or run, 2 bad usage.\n",
+	    SOCKPATH_ENV, SOCKPATH_SYSTEM, SOCKPATH_USER_NAME, backend_names());
+}
+
+static int bad_size(FILE *err, const char *opt, const char *text, int rc)
+{
+	fprintf(err, "rocmmemd: invalid size for %s: '%s' (%s)\n", opt, text,
+		rc == -ERANGE ? "too large"
+			      : "expected bytes with an optional K, M, G or T suffix, e.g. 512M");
+	return -EINVAL;
+}
+
+int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *err)
+{
+	enum { OPT_BUDGET = 256, OPT_HEADROOM };
+	static const struct option longopts[] = {
+	    {"socket", required_argument, NULL, 's'},
+	    {"backend", required_argument, NULL, 'b'},
+	    {"budget", required_argument, NULL, OPT_BUDGET},
+	    {"headroom", required_argument, NULL, OPT_HEADROOM},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c, rc;
+
+	memset(opts, 0, sizeof(*opts));
+	opts->backend = "auto";
+	opts->log_level = LOG_LEVEL_INFO;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:b:l:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (optarg[0] == '\0') {
+				fprintf(err, "rocmmemd: --socket needs a non-empty path\n");
+				return -EINVAL;
+			}
+			opts->socket_path = optarg;
+			break;
+		case 'b':
+			if (!backend_known(optarg)) {
+				fprintf(err, "rocmmemd: unknown backend '%s' (choose from %s)\n",
+					optarg, backend_names());
+				return -EINVAL;
+			}
+			opts->backend = optarg;
+			break;
+		case OPT_BUDGET:
+			rc = size_parse(optarg, &opts->budget);
+			if (rc)
+				return bad_size(err, "--budget", optarg, rc);
+			if (opts->budget == 0) {
+				fprintf(err, "rocmmemd: --budget must be larger than 0\n");
+				return -EINVAL;
+			}
+			opts->has_budget = true;
+			break;
+		case OPT_HEADROOM:
+			rc = size_parse(optarg, &opts->headroom);
+			if (rc)
+				return bad_size(err, "--headroom", optarg, rc);
+			opts->has_headroom = true;
+			break;
+		case 'l':
+			if (log_level_parse(optarg, &opts->log_level)) {
+				fprintf(err,
+					"rocmmemd: invalid log level '%s' (error, warn, info or "
+					"debug)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'h':
+			usage(out);
+			return 1;
+		case 'V':
+			fprintf(out, "rocmmemd %s (protocol %u)\n", ROCMMEM_VERSION_STRING,
+				ROCMMEM_PROTOCOL_VERSION);
+			return 1;
+		case ':':
+			fprintf(err, "rocmmemd: option '%s' needs a value\n", argv[optind - 1]);
+			return -EINVAL;
+		default:
+			fprintf(err, "rocmmemd: unknown option '%s'\nTry 'rocmmemd --help'.\n",
+				argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(err, "rocmmemd: unexpected argument '%s'\nTry 'rocmmemd --help'.\n",
+			argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}

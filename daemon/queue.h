@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* queue.h: a device's first-in first-out queue of lease requests waiting for memory. */
+#ifndef ROCMMEMD_QUEUE_H
+#define ROCMMEMD_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "version.h"
+
+struct client;
+
+/* One waiting lease request. It lives on its device's queue and on its client's list. */
+struct waiter {
+	TAILQ_ENTRY(waiter) queue_link;
+	TAILQ_ENTRY(waiter) client_link;
+	struct client *client;
+	uint64_t request_id;
+	uint64_t seq; /* daemon-wide arrival number */
+	unsigned device;
+	uint64_t size;	    /* rounded to the granule */
+	uint64_t requested; /* as asked */
+	uint64_t model_id;
+	int64_t timeout_ms; /* < 0: no limit */
+	uint64_t enqueued_ms;
+	char tag[ROCMMEM_NAME_MAX + 1];
+	uv_timer_t timer; /* fires at the deadline; its close callback frees the waiter */
+};
+
+TAILQ_HEAD(waiter_list, waiter);
+
+struct queue {
+	struct waiter_list head;
+	unsigned count;
+};
+
+void queue_init(struct queue *q);
+void queue_push(struct queue *q, struct waiter *w);
+void queue_remove(struct queue *q, struct waiter *w);
+/* queue_head returns the oldest waiter or NULL. */
+struct waiter *queue_head(const struct queue *q);
+static inline bool queue_empty(const struct queue *q)
+{
+	return q->count == 0;
+}
+/* queue_position returns how many waiters are ahead of w. */
+unsigned queue_position(const struct queue *q, const struct waiter *w);
+
+#endif

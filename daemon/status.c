@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* status.c: the status reply, built part by part as the requester's socket drains. */
+#include "status.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "server.h"
+
+/*
+ * Items per part. The largest item packs to about 150 bytes (a 64-byte name plus varints),
+ * so a part stays well under WIRE_MAX_FRAME.
+ */
+#define STATUS_PART_ITEMS 256
+
+/* Scratch space for one part; the loop is single-threaded and parts are sent at once. */
+static struct {
+	Rocmmem__Wire__DeviceInfo devices[BACKEND_MAX_DEVICES];
+	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
+	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
+	Rocmmem__Wire__LeaseInfo *lease_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__WaiterInfo queue[STATUS_PART_ITEMS];
+	Rocmmem__Wire__WaiterInfo *queue_ptrs[STATUS_PART_ITEMS];
+} part;
+
+static void fill_daemon(Rocmmem__Wire__DaemonInfo *info, const struct server *s)
+{
+	rocmmem__wire__daemon_info__init(info);
+	info->version = (char *)ROCMMEM_VERSION_STRING;
+	info->has_pid = true;
+	info->pid = (int32_t)getpid();
+	info->has_uptime_s = true;
+	info->uptime_s = server_uptime_ms(s) / 1000;
+	info->backend = (char *)backend_name(s->arbiter.backend);
+	info->has_protocol_version = true;
+	info->protocol_version = ROCMMEM_PROTOCOL_VERSION;
+}
+
+static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct arbiter *a)
+{
+	for (unsigned i = 0; i < a->ndevices; i++) {
+		const struct device *d = &a->devices[i];
+		Rocmmem__Wire__DeviceInfo *o = &part.devices[i];
+
+		rocmmem__wire__device_info__init(o);
+		o->has_index = true;
+		o->index = d->index;
+		o->name = (char *)d->name;
+		o->backend = (char *)backend_name(a->backend);
+		o->has_total_bytes = true;
+		o->total_bytes = d->total;
+		o->has_budget_bytes = true;
+		o->budget_bytes = d->budget;
+		o->has_headroom_bytes = true;
+		o->headroom_bytes = d->headroom;
+		o->has_leased_bytes = true;
+		o->leased_bytes = d->leased;
+		o->has_reserved_bytes = true;
+		o->reserved_bytes = d->reserved;
+		o->has_free_bytes = true;
+		o->free_bytes = device_free(d);
+		o->has_granule_bytes = true;
+		o->granule_bytes = d->granule;
+		o->has_waiters = true;
+		o->waiters = d->queue.count;
+		o->has_handle_kind = true;
+		o->handle_kind = (Rocmmem__Wire__HandleKind)d->handle_kind;
+		o->has_leases = true;
+		o->leases = d->leases;
+		part.device_ptrs[i] = o;
+	}
+	st->n_devices = a->ndevices;
+	st->devices = part.device_ptrs;
+}
+
+static void fill_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_t now)
+{
+	rocmmem__wire__client_info__init(o);
+	o->has_pid = true;
+	o->pid = (int32_t)c->pid;
+	o->has_uid = true;
+	o->uid = (uint32_t)c->uid;
+	o->has_gid = true;
+	o->gid = (uint32_t)c->gid;
+	o->name = (char *)c->name;
+	o->has_leases = true;
+	o->leases = c->lease_count;
+	o->has_leased_bytes = true;
+	o->leased_bytes = c->leased_bytes;
+	o->has_connected_s = true;
+	o->connected_s = (now - c->connected_ms) / 1000;
+	o->has_client_id = true;
+	o->client_id = c->id;
+}
+
+static void fill_lease(Rocmmem__Wire__LeaseInfo *o, const struct lease *l, uint64_t now)
+{
+	rocmmem__wire__lease_info__init(o);
+	o->has_id = true;
+	o->id = l->id;
+	o->has_owner_pid = true;
+	o->owner_pid = (int32_t)l->owner->pid;
+	o->has_device = true;
+	o->device = l->device;
+	o->has_bytes = true;
+	o->bytes = l->size;
+	o->tag = (char *)l->tag;
+	o->has_age_ms = true;
+	o->age_ms = now - l->created_ms;
+	if (l->model_id) {
+		o->has_model_id = true;
+		o->model_id = l->model_id;
+	}
+}
+
+static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, uint64_t now)
+{
+	rocmmem__wire__waiter_info__init(o);
+	o->has_owner_pid = true;
+	o->owner_pid = (int32_t)w->client->pid;
+	o->has_device = true;
+	o->device = w->device;
+	o->has_bytes = true;
+	o->bytes = w->size;
+	o->has_waited_ms = true;
+	o->waited_ms = now - w->enqueued_ms;
+	o->has_timeout_ms = true;
+	o->timeout_ms = w->timeout_ms;
+	o->tag = (char *)w->tag;
+}
+
+/* next_waiter finds the first waiter after the cursor, moving on through the devices. */
+static const struct waiter *next_waiter(struct status_cursor *cur, const struct arbiter *a)
+{
+	while (cur->device < a->ndevices) {
+		const struct waiter *w;
+
+		TAILQ_FOREACH (w, &a->devices[cur->device].queue.head, queue_link) {
+			if (w->seq > cur->after)
+				return w;
+		}
+		cur->device++;
+		cur->after = 0;
+	}
+	return NULL;
+}
+
+/* send_part fills one part from the cursor onwards and sends it. */
+static void send_part(struct client *c, bool first)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__StatusReply st = ROCMMEM__WIRE__STATUS_REPLY__INIT;
+	Rocmmem__Wire__DaemonInfo daemon;
+	struct status_cursor *cur = &c->status;
+	struct server *s = c->server;
+	struct arbiter *a = &s->arbiter;
+	const struct client *prev = NULL;
+	uint64_t now = uv_now(s->loop);
+	unsigned items = 0;
+
+	if (first) {
+		fill_daemon(&daemon, s);
+		st.daemon = &daemon;
+		fill_devices(&st, a);
+	}
+	st.clients = part.client_ptrs;
+	st.leases = part.lease_ptrs;
+	st.queue = part.queue_ptrs;
+	while (items < STATUS_PART_ITEMS && cur->stage != STATUS_IDLE) {
+		if (cur->stage == STATUS_CLIENTS) {
+			/* Within a part the list cannot change, so walk it; across parts, seek. */
+			const struct client *next =
+			    prev ? TAILQ_NEXT(prev, link) : server_next_client(s, cur->after);
+
+			if (!next) {
+				cur->stage = STATUS_LEASES;
+				cur->after = 0;
+				continue;
+			}
+			fill_client(&part.clients[st.n_clients], next, now);
+			part.client_ptrs[st.n_clients] = &part.clients[st.n_clients];
+			st.n_clients++;
+			cur->after = next->id;
+			prev = next;
+		} else if (cur->stage == STATUS_LEASES) {
+			const struct lease *l = lease_table_next(&a->leases, cur->after);
+
+			if (!l) {
+				cur->stage = STATUS_QUEUE;
+				cur->device = 0;
+				cur->after = 0;
+				continue;
+			}
+			fill_lease(&part.leases[st.n_leases], l, now);
+			part.lease_ptrs[st.n_leases] = &part.leases[st.n_leases];
+			st.n_leases++;
+			cur->after = l->id;
+		} else {
+			const struct waiter *w = next_waiter(cur, a);
+
+			if (!w) {
+				cur->stage = STATUS_IDLE;
+				break;
+			}
+			fill_waiter(&part.queue[st.n_queue], w, now);
+			part.queue_ptrs[st.n_queue] = &part.queue[st.n_queue];
+			st.n_queue++;
+			cur->after = w->seq;
+		}
+		items++;
+	}
+	reply.has_id = true;
+	reply.id = cur->request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	reply.has_more = true;
+	reply.more = cur->stage != STATUS_IDLE;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_STATUS;
+	reply.status = &st;
+	if (client_reply(c, &reply, NULL, 0) < 0)
+		cur->stage = STATUS_IDLE;
+}
+
+void status_continue(struct client *c)
+{
+	while (c->status.stage != STATUS_IDLE && TAILQ_EMPTY(&c->outq) && !c->closing && !c->kicked)
+		send_part(c, false);
+}
+
+void status_start(struct client *c, uint64_t request_id)
+{
+	if (c->status.stage != STATUS_IDLE) {
+		client_reply_error(c, request_id, -EBUSY,
+				   "a status reply to request %llu is still being sent",
+				   (unsigned long long)c->status.request_id);
+		return;
+	}
+	c->status.stage = STATUS_CLIENTS;
+	c->status.request_id = request_id;
+	c->status.after = 0;
+	c->status.device = 0;
+	send_part(c, true);
+	status_continue(c);
+}
