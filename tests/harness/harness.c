@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/* harness.c: real-daemon test fixtures: spawn, wait, inspect, raw protocol, and stop. */
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "wire.h"
+
+long harness_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
+{
+	const char *argv[64];
+	int n = 0, logfd;
+	long end;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/rocmmem-test-XXXXXX");
+	if (!mkdtemp(d->dir))
+		return -1;
+	snprintf(d->sock, sizeof(d->sock), "%s/rocmmemd.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/rocmmemd.log", d->dir);
+	argv[n++] = ROCMMEMD_BIN;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
+		argv[n++] = extra_args[i];
+	argv[n] = NULL;
+	logfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (logfd < 0)
+		return -1;
+	d->pid = fork();
+	if (d->pid < 0) {
+		close(logfd);
+		return -1;
+	}
+	if (d->pid == 0) {
+		dup2(logfd, STDERR_FILENO);
+		unsetenv("ROCMMEM_SOCKET");
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(logfd);
+	end = harness_now_ms() + 10000;
+	while (harness_now_ms() < end) {
+		int fd = harness_raw_connect(d);
+
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		if (!harness_daemon_alive(d)) {
+			d->pid = 0;
+			return -1;
+		}
+		sleep_ms(5);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+	return -1;
+}
+
+bool harness_daemon_alive(struct daemon_proc *d)
+{
+	int status;
+
+	if (d->pid <= 0)
+		return false;
+	return waitpid(d->pid, &status, WNOHANG) == 0;
+}
+
+static void remove_dir(const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *e;
+	char path[PATH_MAX + 256];
+
+	if (!dp)
+		return;
+	while ((e = readdir(dp))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(dp);
+	rmdir(dir);
+}
+
+int harness_daemon_stop(struct daemon_proc *d)
+{
+	int status = 0, rc = -1;
+	long end = harness_now_ms() + 10000;
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		while (harness_now_ms() < end) {
+			pid_t p = waitpid(d->pid, &status, WNOHANG);
+
+			if (p == d->pid) {
+				rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+				break;
+			}
+			sleep_ms(5);
+		}
+		if (harness_now_ms() >= end) {
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, NULL, 0);
+		}
+		d->pid = 0;
+	}
+	if (getenv("ROCMMEM_TEST_KEEP_LOGS")) {
+		char cmd[PATH_MAX + 32];
+
+		snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(could not print %s)\n", d->log);
+	}
+	remove_dir(d->dir);
+	return rc;
+}
+
+int harness_fd_count(pid_t pid)
+{
+	char path[64];
+	DIR *dp;
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dp = opendir(path);
+	if (!dp)
+		return -1;
+	while ((e = readdir(dp)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dp);
+	return n;
+}
+
+bool harness_log_contains(const struct daemon_proc *d, const char *text)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[2048];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
+rocmmem_client *harness_connect(const struct daemon_proc *d, const char *name)
+{
+	rocmmem_client *c = NULL;
+	int err = rocmmem_connect(d->sock, name, 5000, &c);
+
+	if (err)
+		fail_msg("could not connect to %s: %s (%s)", d->sock, rocmmem_strerror(err),
+			 rocmmem_last_error());
+	return c;
+}
+
+int harness_totals(const struct daemon_proc *d, struct harness_totals *out)
+{
+	rocmmem_client *c = NULL;
+	rocmmem_status *st = NULL;
+	const struct rocmmem_device_info *dev;
+
+	memset(out, 0, sizeof(*out));
+	if (rocmmem_connect(d->sock, "harness", 5000, &c) != 0)
+		return -1;
+	if (rocmmem_status_get(c, &st) != 0) {
+		rocmmem_disconnect(c);
+		return -1;
+	}
+	dev = rocmmem_status_device(st, 0);
+	if (dev) {
+		out->leased_bytes = dev->leased_bytes;
+		out->free_bytes = dev->free_bytes;
+		out->budget_bytes = dev->budget_bytes;
+		out->device_leases = dev->leases;
+		out->waiters = dev->waiters;
+	}
+	out->leases = rocmmem_status_lease_count(st);
+	for (size_t i = 0; i < out->leases; i++)
+		out->lease_bytes_sum += rocmmem_status_lease(st, i)->bytes;
+	/* The harness's own connection is not one of the test's clients. */
+	out->clients = rocmmem_status_client_count(st) - 1;
+	rocmmem_status_free(st);
+	rocmmem_disconnect(c);
+	return 0;
+}
+
+long harness_wait_totals(const struct daemon_proc *d, uint64_t leased, size_t leases,
+			 long timeout_ms)
+{
+	long start = harness_now_ms();
+
+	for (;;) {
+		struct harness_totals t;
+		long now = harness_now_ms();
+
+		if (harness_totals(d, &t) == 0 && t.leased_bytes == leased && t.leases == leases)
+			return now - start;
+		if (now - start > timeout_ms)
+			return -1;
+		sleep_ms(5);
+	}
+}
+
+int harness_raw_connect(const struct daemon_proc *d)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", d->sock);
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int harness_raw_send_bytes(int fd, const void *buf, size_t len, const int *fds, unsigned nfds)
+{
+	struct iovec iov = {.iov_base = (void *)(uintptr_t)buf, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 64)];
+		struct cmsghdr align;
+	} control;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (nfds > 64)
+		return -EINVAL;
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(&control, 0, sizeof(control));
+		msg.msg_control = control.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	/* Not wire_send: tests must be able to send more than the daemon accepts. */
+	if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}
+
+int harness_raw_send(int fd, const Rocmmem__Wire__ClientMessage *msg, const int *fds,
+		     unsigned nfds)
+{
+	size_t len = rocmmem__wire__client_message__get_packed_size(msg);
+	uint8_t *buf = malloc(len ? len : 1);
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	rocmmem__wire__client_message__pack(msg, buf);
+	rc = harness_raw_send_bytes(fd, buf, len, fds, nfds);
+	free(buf);
+	return rc;
+}
+
+Rocmmem__Wire__ServerMessage *harness_raw_recv(int fd, int timeout_ms, bool *eof, int *fds,
+					       unsigned *nfds)
+{
+	static uint8_t buf[WIRE_MAX_FRAME];
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int got[WIRE_MAX_FDS];
+	unsigned ngot = 0;
+	ssize_t n;
+
+	if (eof)
+		*eof = false;
+	if (nfds)
+		*nfds = 0;
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return NULL;
+	n = wire_recv(fd, buf, sizeof(buf), got, &ngot, MSG_DONTWAIT);
+	if (n <= 0) {
+		if (eof && (n == 0 || n == -ECONNRESET))
+			*eof = true;
+		return NULL;
+	}
+	if (fds && nfds) {
+		memcpy(fds, got, ngot * sizeof(int));
+		*nfds = ngot;
+	} else {
+		wire_close_fds(got, ngot);
+	}
+	return rocmmem__wire__server_message__unpack(NULL, (size_t)n, buf);
+}
+
+bool harness_raw_wait_closed(int fd, int timeout_ms)
+{
+	long end = harness_now_ms() + timeout_ms;
+
+	while (harness_now_ms() < end) {
+		bool eof = false;
+		Rocmmem__Wire__ServerMessage *m = harness_raw_recv(fd, 50, &eof, NULL, NULL);
+
+		if (m)
+			rocmmem__wire__server_message__free_unpacked(m, NULL);
+		if (eof)
+			return true;
+	}
+	return false;
+}
+
+int harness_raw_hello(int fd, uint32_t version, const char *name)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
+	Rocmmem__Wire__ServerMessage *reply;
+	int err = -EPROTO;
+
+	hello.has_protocol_version = true;
+	hello.protocol_version = version;
+	hello.client_name = (char *)(uintptr_t)name;
+	msg.has_id = true;
+	msg.id = 1;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
+	msg.hello = &hello;
+	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
+		return -EPIPE;
+	reply = harness_raw_recv(fd, 5000, NULL, NULL, NULL);
+	if (reply && reply->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY)
+		err = reply->reply->has_error ? reply->reply->error : 0;
+	if (reply)
+		rocmmem__wire__server_message__free_unpacked(reply, NULL);
+	return err;
+}
+
+Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned device,
+						  uint64_t size, int64_t timeout_ms, int *lease_fd)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds = 0;
+	Rocmmem__Wire__ServerMessage *reply;
+
+	acq.has_device = true;
+	acq.device = device;
+	acq.has_size = true;
+	acq.size = size;
+	acq.has_timeout_ms = true;
+	acq.timeout_ms = timeout_ms;
+	msg.has_id = true;
+	msg.id = id;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
+	msg.lease_acquire = &acq;
+	if (lease_fd)
+		*lease_fd = -1;
+	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
+		return NULL;
+	reply = harness_raw_recv(fd, timeout_ms < 0 ? 10000 : (int)timeout_ms + 5000, NULL, fds,
+				 &nfds);
+	if (lease_fd && nfds > 0) {
+		*lease_fd = fds[0];
+		wire_close_fds(fds + 1, nfds - 1);
+	} else {
+		wire_close_fds(fds, nfds);
+	}
+	return reply;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/* harness.h: starting a real rocmmemd for tests, raw protocol access, and process helpers. */
+#ifndef ROCMMEM_TEST_HARNESS_H
+#define ROCMMEM_TEST_HARNESS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rocmmem.h"
+#include "rocmmem.pb-c.h"
+
+struct daemon_proc {
+	pid_t pid;
+	char dir[64];        /* a fresh temporary directory, removed by harness_daemon_stop */
+	char sock[108];      /* dir/rocmmemd.sock */
+	char log[128];       /* dir/rocmmemd.log: the daemon's stderr */
+};
+
+/*
+ * harness_daemon_start starts the built rocmmemd with --socket in a fresh temporary directory,
+ * --log-level debug, and the given extra arguments (NULL-terminated, may be NULL), and waits
+ * until it accepts connections (up to 10 s). Returns 0 or -1 (the daemon is then not running).
+ */
+int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args);
+
+/*
+ * harness_daemon_stop sends SIGTERM, waits (up to 10 s, then SIGKILL) and removes the
+ * directory. Returns the daemon's exit status, or -1 if it had to be killed or died by signal.
+ */
+int harness_daemon_stop(struct daemon_proc *d);
+
+/* harness_daemon_alive says whether the daemon process still runs. */
+bool harness_daemon_alive(struct daemon_proc *d);
+
+/* harness_fd_count counts the open fds of a process (from /proc/PID/fd), or -1. */
+int harness_fd_count(pid_t pid);
+
+/* harness_log_contains says whether the daemon's log contains text. */
+bool harness_log_contains(const struct daemon_proc *d, const char *text);
+
+/* harness_connect connects with librocmmem as name; aborts the test on failure. */
+rocmmem_client *harness_connect(const struct daemon_proc *d, const char *name);
+
+/* Accounting snapshot of device 0 plus table sizes, read with librocmmem. */
+struct harness_totals {
+	uint64_t leased_bytes;
+	uint64_t free_bytes;
+	uint64_t budget_bytes;
+	uint64_t device_leases;
+	uint32_t waiters;
+	size_t leases; /* entries in the lease table */
+	size_t clients;
+	uint64_t lease_bytes_sum; /* sum of the lease table's sizes */
+};
+
+/* harness_totals reads the daemon's accounting through a fresh connection. Returns 0 or -1. */
+int harness_totals(const struct daemon_proc *d, struct harness_totals *out);
+
+/*
+ * harness_wait_totals polls until device 0's leased bytes equal `leased` and the lease table
+ * holds `leases` entries, up to timeout_ms. Returns the elapsed ms, or -1 on timeout.
+ */
+long harness_wait_totals(const struct daemon_proc *d, uint64_t leased, size_t leases,
+			 long timeout_ms);
+
+/* Raw protocol access, for tests that must send what librocmmem never would. */
+
+/* harness_raw_connect opens a plain SOCK_SEQPACKET connection, or returns -1. */
+int harness_raw_connect(const struct daemon_proc *d);
+
+/* harness_raw_send packs and sends msg with optional fds. Returns 0 or a negative errno. */
+int harness_raw_send(int fd, const Rocmmem__Wire__ClientMessage *msg, const int *fds,
+		     unsigned nfds);
+
+/* harness_raw_send_bytes sends len raw bytes as one packet. Returns 0 or a negative errno. */
+int harness_raw_send_bytes(int fd, const void *buf, size_t len, const int *fds, unsigned nfds);
+
+/*
+ * harness_raw_recv waits up to timeout_ms for one message. Returns it (free with
+ * rocmmem__wire__server_message__free_unpacked), or NULL on timeout, EOF or garbage; *eof is
+ * set when the daemon closed the connection. Received fds go to fds/nfds when non-NULL, else
+ * are closed.
+ */
+Rocmmem__Wire__ServerMessage *harness_raw_recv(int fd, int timeout_ms, bool *eof, int *fds,
+					       unsigned *nfds);
+
+/* harness_raw_hello says hello with the given protocol version; returns the reply's error. */
+int harness_raw_hello(int fd, uint32_t version, const char *name);
+
+/* harness_raw_acquire asks for a lease over a raw connection and returns the reply. */
+Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned device,
+						  uint64_t size, int64_t timeout_ms, int *lease_fd);
+
+/* harness_raw_wait_closed says whether the daemon closes fd within timeout_ms. */
+bool harness_raw_wait_closed(int fd, int timeout_ms);
+
+/* harness_now_ms returns CLOCK_MONOTONIC in ms. */
+long harness_now_ms(void);
+
+#endif
