@@ -287,8 +287,7 @@ int harness_raw_send_bytes(int fd, const void *buf, size_t len, const int *fds, 
 	return 0;
 }
 
-int harness_raw_send(int fd, const Rocmmem__Wire__ClientMessage *msg, const int *fds,
-		     unsigned nfds)
+int harness_raw_send(int fd, const Rocmmem__Wire__ClientMessage *msg, const int *fds, unsigned nfds)
 {
 	size_t len = rocmmem__wire__client_message__get_packed_size(msg);
 	uint8_t *buf = malloc(len ? len : 1);
@@ -395,8 +394,8 @@ Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned 
 		*lease_fd = -1;
 	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
 		return NULL;
-	reply = harness_raw_recv(fd, timeout_ms < 0 ? 10000 : (int)timeout_ms + 5000, NULL, fds,
-				 &nfds);
+	reply =
+	    harness_raw_recv(fd, timeout_ms < 0 ? 10000 : (int)timeout_ms + 5000, NULL, fds, &nfds);
 	if (lease_fd && nfds > 0) {
 		*lease_fd = fds[0];
 		wire_close_fds(fds + 1, nfds - 1);

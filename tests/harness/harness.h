@@ -13,9 +13,9 @@
 
 struct daemon_proc {
 	pid_t pid;
-	char dir[64];        /* a fresh temporary directory, removed by harness_daemon_stop */
-	char sock[108];      /* dir/rocmmemd.sock */
-	char log[128];       /* dir/rocmmemd.log: the daemon's stderr */
+	char dir[64];	/* a fresh temporary directory, removed by harness_daemon_stop */
+	char sock[108]; /* dir/rocmmemd.sock */
+	char log[128];	/* dir/rocmmemd.log: the daemon's stderr */
 };
 
 /*
