@@ -104,7 +104,8 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, unsigned *nfds, int
 		err = -EBADMSG;
 	if (err == 0 && (msg.msg_flags & MSG_TRUNC))
 		err = -EMSGSIZE;
-	if (err) {
+	if (err || n == 0) {
+		/* An empty packet is read as the end of the connection: its fds go too. */
 		wire_close_fds(fds, *nfds);
 		*nfds = 0;
 		return err;

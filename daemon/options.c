@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "args.h"
 #include "backend.h"
 #include "size.h"
 #include "sockpath.h"
@@ -55,12 +56,13 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
+	char name[64];
 	int c, rc;
 
 	memset(opts, 0, sizeof(*opts));
 	opts->backend = "auto";
 	opts->log_level = LOG_LEVEL_INFO;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then also resets its position inside grouped options */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":s:b:l:hV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -112,11 +114,12 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 				ROCMMEM_PROTOCOL_VERSION);
 			return 1;
 		case ':':
-			fprintf(err, "rocmmemd: option '%s' needs a value\n", argv[optind - 1]);
+			fprintf(err, "rocmmemd: option '%s' needs a value\n",
+				args_bad_option(argv, name, sizeof(name)));
 			return -EINVAL;
 		default:
 			fprintf(err, "rocmmemd: unknown option '%s'\nTry 'rocmmemd --help'.\n",
-				argv[optind - 1]);
+				args_bad_option(argv, name, sizeof(name)));
 			return -EINVAL;
 		}
 	}

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "ctl.h"
 #include "size.h"
 
@@ -128,6 +129,7 @@ int cmd_lease(const struct ctl *global, int argc, char **argv)
 	rocmmem_lease *lease;
 	sigset_t mask;
 	int c, rc, err, sigfd;
+	char name[64];
 
 	optind = 0;
 	opterr = 0;
@@ -163,9 +165,11 @@ int cmd_lease(const struct ctl *global, int argc, char **argv)
 			ctl.socket = optarg;
 			break;
 		case ':':
-			return ctl_usage("lease", "option '%s' needs a value", argv[optind - 1]);
+			return ctl_usage("lease", "option '%s' needs a value",
+					 args_bad_option(argv, name, sizeof(name)));
 		default:
-			return ctl_usage("lease", "unknown option '%s'", argv[optind - 1]);
+			return ctl_usage("lease", "unknown option '%s'",
+					 args_bad_option(argv, name, sizeof(name)));
 		}
 	}
 	if (optind >= argc)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "ctl.h"
 #include "sockpath.h"
 #include "version.h"
@@ -105,9 +106,11 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct ctl ctl = {0};
+	char name[64];
 	int c;
 
 	/* '+': stop at the command, whose own options follow it. */
+	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:s:jhV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -124,12 +127,12 @@ int main(int argc, char **argv)
 			return cmd_version(&ctl, 0, NULL);
 		case ':':
 			fprintf(stderr, "rocmmemctl: option '%s' needs a value\n",
-				argv[optind - 1]);
+				args_bad_option(argv, name, sizeof(name)));
 			return CTL_EXIT_USAGE;
 		default:
 			fprintf(stderr,
 				"rocmmemctl: unknown option '%s'\nTry 'rocmmemctl --help'.\n",
-				argv[optind - 1]);
+				args_bad_option(argv, name, sizeof(name)));
 			return CTL_EXIT_USAGE;
 		}
 	}

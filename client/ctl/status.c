@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "ctl.h"
 #include "size.h"
 
@@ -246,6 +247,7 @@ int cmd_status(const struct ctl *global, int argc, char **argv)
 	rocmmem_client *client;
 	rocmmem_status *st;
 	int c, rc, err;
+	char name[64];
 
 	optind = 0;
 	opterr = 0;
@@ -255,7 +257,8 @@ int cmd_status(const struct ctl *global, int argc, char **argv)
 		else if (c == 's')
 			ctl.socket = optarg;
 		else
-			return ctl_usage("status", "unknown option '%s'", argv[optind - 1]);
+			return ctl_usage("status", "unknown option '%s'",
+					 args_bad_option(argv, name, sizeof(name)));
 	}
 	if (optind < argc)
 		return ctl_usage("status", "unexpected argument '%s'", argv[optind]);
