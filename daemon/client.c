@@ -23,9 +23,10 @@
 struct outmsg {
 	TAILQ_ENTRY(outmsg) link;
 	size_t len;
+	size_t footprint; /* what it costs the daemon, counted against the queue cap */
 	unsigned nfds;
-	int fds[WIRE_MAX_FDS];
-	uint8_t data[];
+	int *fds;      /* nfds duplicated fds, right after the struct */
+	uint8_t *data; /* len bytes, after the fds */
 };
 
 /* Packets handled per wake-up before other clients get their turn. */
@@ -58,6 +59,16 @@ static void default_name(struct client *c)
 	comm[strcspn(comm, "\n")] = '\0';
 	if (text_is_clean(comm, sizeof(comm)))
 		snprintf(c->name, sizeof(c->name), "[%s]", comm);
+}
+
+/*
+ * Backpressure: while replies wait to be sent, the client's further requests wait in its
+ * socket. A client that does not read its replies so stalls itself instead of growing the
+ * daemon's queues (and the fds queued grants hold).
+ */
+static bool reading_paused(const struct client *c)
+{
+	return !TAILQ_EMPTY(&c->outq);
 }
 
 static void set_poll_events(struct client *c, int events)
@@ -167,6 +178,7 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 		       unsigned nfds)
 {
 	struct outmsg *m;
+	size_t footprint;
 	int rc;
 
 	if (c->closing || c->kicked)
@@ -180,17 +192,21 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 			return rc;
 		}
 	}
-	if (c->out_bytes + len > c->server->limits.max_queued_out) {
+	footprint = sizeof(*m) + nfds * sizeof(int) + len;
+	if (c->out_bytes + footprint > c->server->limits.max_queued_out) {
 		client_kick(c, "it does not read its replies");
 		return -ENOBUFS;
 	}
-	m = malloc(sizeof(*m) + len);
+	m = malloc(footprint);
 	if (!m) {
 		client_kick(c, "out of memory queueing a reply");
 		return -ENOMEM;
 	}
+	m->fds = (int *)(m + 1);
+	m->data = (uint8_t *)(m->fds + nfds);
 	memcpy(m->data, buf, len);
 	m->len = len;
+	m->footprint = footprint;
 	m->nfds = 0;
 	for (unsigned i = 0; i < nfds; i++) {
 		int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
@@ -205,8 +221,8 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 		m->fds[m->nfds++] = fd;
 	}
 	TAILQ_INSERT_TAIL(&c->outq, m, link);
-	c->out_bytes += len;
-	set_poll_events(c, c->poll_events | UV_WRITABLE);
+	c->out_bytes += footprint;
+	set_poll_events(c, UV_WRITABLE | UV_DISCONNECT);
 	return 1;
 }
 
@@ -224,13 +240,15 @@ static void flush(struct client *c)
 			return;
 		}
 		TAILQ_REMOVE(&c->outq, m, link);
-		c->out_bytes -= m->len;
+		c->out_bytes -= m->footprint;
 		wire_close_fds(m->fds, m->nfds);
 		free(m);
 	}
-	set_poll_events(c, c->poll_events & ~UV_WRITABLE);
 	if (c->status.stage != STATUS_IDLE)
 		status_continue(c);
+	/* Drained (unless the status stream queued more): read the waiting requests again. */
+	if (!reading_paused(c))
+		set_poll_events(c, UV_READABLE | UV_DISCONNECT);
 }
 
 static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *msg, const int *fds,
@@ -459,6 +477,8 @@ static void read_packets(struct client *c)
 			client_destroy(c);
 			return;
 		}
+		if (reading_paused(c))
+			return;
 		n = wire_recv(c->fd, c->server->rx, sizeof(c->server->rx), fds, &nfds,
 			      MSG_DONTWAIT);
 		if (n == -EAGAIN)

@@ -255,6 +255,8 @@ fail:
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	s->listen_fd = -1;
+	/* The lock is ours (take_lock succeeded): leave no trace of a failed start. */
+	unlink(s->lock_path);
 	close(s->lock_fd);
 	s->lock_fd = -1;
 	return err;

@@ -104,7 +104,7 @@ static void print_lease(const struct ctl *ctl, const rocmmem_lease *l, const cha
 		if (hold_ms < 0)
 			printf("holding it until interrupted (pid %d)\n", (int)getpid());
 		else
-			printf("holding it for %.3g s (pid %d)\n", (double)hold_ms / 1000.0,
+			printf("holding it for %.10g s (pid %d)\n", (double)hold_ms / 1000.0,
 			       (int)getpid());
 	}
 	fflush(stdout);

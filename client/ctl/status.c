@@ -256,6 +256,9 @@ int cmd_status(const struct ctl *global, int argc, char **argv)
 			ctl.json = true;
 		else if (c == 's')
 			ctl.socket = optarg;
+		else if (c == ':')
+			return ctl_usage("status", "option '%s' needs a value",
+					 args_bad_option(argv, name, sizeof(name)));
 		else
 			return ctl_usage("status", "unknown option '%s'",
 					 args_bad_option(argv, name, sizeof(name)));

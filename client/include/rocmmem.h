@@ -19,6 +19,9 @@
  *   thread's release). A rocmmem_lease or rocmmem_status is not to be used from two threads
  *   at once. rocmmem_strerror and rocmmem_last_error are safe anywhere.
  * - Ownership is stated per function: who frees a handle, who closes an fd, who unmaps.
+ * - fork(): a child must not use a client its parent created (they would share one
+ *   connection); it connects anew. Leases are not inherited in any useful way: their memory
+ *   belongs to the parent's connection.
  */
 
 #include <stddef.h>

@@ -79,12 +79,28 @@ int conn_send(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg)
 			return error_set(-ENOMEM, "out of memory");
 	}
 	protobuf_c_message_pack(&msg->base, buf);
-	/* A SEQPACKET send is atomic, so threads may send without holding the lock. */
-	err = wire_send(c->fd, buf, need, NULL, 0, 0);
+	/*
+	 * A SEQPACKET send is atomic, so threads may send without holding the lock. A daemon that
+	 * stopped reading must not hang the caller: wait for room a bounded time.
+	 */
+	for (;;) {
+		struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+
+		err = wire_send(c->fd, buf, need, NULL, 0, MSG_DONTWAIT);
+		if (err != -EAGAIN)
+			break;
+		if (poll(&pfd, 1, CONN_REPLY_GRACE_MS) == 0) {
+			err = -ETIMEDOUT;
+			break;
+		}
+	}
 	if (buf != small)
 		free(buf);
 	if (err == -EPIPE || err == -ECONNRESET)
 		return error_set(-ECONNRESET, "the connection to rocmmemd ended");
+	if (err == -ETIMEDOUT)
+		return error_set(err, "rocmmemd has not read its socket for %d s",
+				 CONN_REPLY_GRACE_MS / 1000);
 	if (err)
 		return error_set(err, "Could not send a request to rocmmemd: %s", strerror(-err));
 	return 0;

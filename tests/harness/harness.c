@@ -37,6 +37,34 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Daemons still running when a failed test longjmps away are killed at exit, so that no
+ * orphan holds the test runner's pipes open. */
+static pid_t started[64];
+
+static void kill_leftovers(void)
+{
+	for (size_t i = 0; i < sizeof(started) / sizeof(started[0]); i++) {
+		if (started[i] > 0 && waitpid(started[i], NULL, WNOHANG) == 0) {
+			kill(started[i], SIGKILL);
+			waitpid(started[i], NULL, 0);
+		}
+	}
+}
+
+static void remember(pid_t pid)
+{
+	static bool registered;
+
+	if (!registered)
+		registered = atexit(kill_leftovers) == 0;
+	for (size_t i = 0; i < sizeof(started) / sizeof(started[0]); i++) {
+		if (started[i] <= 0 || waitpid(started[i], NULL, WNOHANG) != 0) {
+			started[i] = pid;
+			return;
+		}
+	}
+}
+
 int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
 {
 	const char *argv[64];
@@ -66,12 +94,18 @@ int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
 		return -1;
 	}
 	if (d->pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		/* Nothing of the test runner's stays open in the daemon. */
+		dup2(null, STDIN_FILENO);
+		dup2(logfd, STDOUT_FILENO);
 		dup2(logfd, STDERR_FILENO);
 		unsetenv("ROCMMEM_SOCKET");
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	close(logfd);
+	remember(d->pid);
 	end = harness_now_ms() + 10000;
 	while (harness_now_ms() < end) {
 		int fd = harness_raw_connect(d);
@@ -168,6 +202,23 @@ int harness_fd_count(pid_t pid)
 			n++;
 	closedir(dp);
 	return n;
+}
+
+int harness_fd_count_settled(pid_t pid)
+{
+	int last = harness_fd_count(pid), same = 0;
+	long end = harness_now_ms() + 2000;
+
+	/* Connections just closed (the start-up probe, a status query) go away asynchronously. */
+	while (same < 4 && harness_now_ms() < end) {
+		int n;
+
+		sleep_ms(5);
+		n = harness_fd_count(pid);
+		same = n == last ? same + 1 : 0;
+		last = n;
+	}
+	return last;
 }
 
 bool harness_log_contains(const struct daemon_proc *d, const char *text)

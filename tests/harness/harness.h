@@ -37,6 +37,9 @@ bool harness_daemon_alive(struct daemon_proc *d);
 /* harness_fd_count counts the open fds of a process (from /proc/PID/fd), or -1. */
 int harness_fd_count(pid_t pid);
 
+/* harness_fd_count_settled waits (up to 2 s) until the count holds still, then returns it. */
+int harness_fd_count_settled(pid_t pid);
+
 /* harness_log_contains says whether the daemon's log contains text. */
 bool harness_log_contains(const struct daemon_proc *d, const char *text);
 

@@ -175,7 +175,7 @@ static void test_fd_count_returns_to_baseline(void **state)
 
 	(void)state;
 	assert_int_equal(harness_daemon_start(&d, args), 0);
-	base = harness_fd_count(d.pid);
+	base = harness_fd_count_settled(d.pid);
 	assert_true(base > 0);
 	for (int i = 0; i < 20; i++) {
 		rocmmem_lease *l = NULL;

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* hostile.h: shared fixture of the hostile-input tests: one daemon, raw messages, health check. */
+#ifndef ROCMMEM_TEST_HOSTILE_H
+#define ROCMMEM_TEST_HOSTILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+
+/* Every hostile executable runs one daemon with this budget on the host backend. */
+#define HOSTILE_BUDGET ((uint64_t)64 << 20)
+#define HOSTILE_BUDGET_TEXT "64 MiB"
+#define MIB ((uint64_t)1 << 20)
+
+/* The daemon under test and its open-fd count with no client connected. */
+struct hostile {
+	struct daemon_proc d;
+	int fd_baseline;
+};
+
+extern struct hostile hostile;
+
+/*
+ * hostile_group_setup starts the daemon (host backend, --budget 64M) and measures its fd
+ * baseline; hostile_group_teardown stops it and fails unless it exited 0 (clean SIGTERM stop).
+ */
+int hostile_group_setup(void **state);
+int hostile_group_teardown(void **state);
+
+/* hostile_run_result folds a teardown failure into cmocka's result for main's exit status. */
+int hostile_run_result(int cmocka_rc);
+
+/*
+ * hostile_assert_healthy checks, once every test connection has been closed, that the daemon
+ * still runs and serves a well-behaved librocmmem client (acquire and release 2 MiB, status),
+ * that its fd count returns to the baseline (polled: teardown is asynchronous), and that its
+ * accounting is exact: nothing leased, no lease, no waiter, no client left.
+ */
+void hostile_assert_healthy(void);
+
+/*
+ * hostile_assert_healthy_with is hostile_assert_healthy while `clients` test connections stay
+ * open and hold `leases` leases of `leased` bytes in all (host backend: one fd per lease).
+ */
+void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients);
+
+/* Raw protocol. Every helper below fails the test on anything unexpected. */
+
+/* hostile_connect opens a raw connection; hostile_greeted also says a successful hello. */
+int hostile_connect(void);
+int hostile_greeted(const char *name);
+
+/* hostile_send sends msg with id (has_id set when id_present). Returns 0 or -errno. */
+int hostile_send(int fd, bool id_present, uint64_t id, Rocmmem__Wire__ClientMessage *msg);
+
+int hostile_send_hello(int fd, uint64_t id, bool has_version, uint32_t version, const char *name);
+int hostile_send_status(int fd, uint64_t id);
+int hostile_send_acquire(int fd, uint64_t id, uint32_t device, uint64_t size, int64_t timeout_ms,
+			 const char *tag);
+int hostile_send_release(int fd, uint64_t id, bool has_lease_id, uint64_t lease_id);
+
+/* What hostile_recv found. */
+enum hostile_rx {
+	HOSTILE_RX_MSG,
+	HOSTILE_RX_EOF,
+	HOSTILE_RX_TIMEOUT,
+	HOSTILE_RX_GARBAGE,
+};
+
+/*
+ * hostile_recv waits up to timeout_ms for one message and unpacks it into *out (free with
+ * rocmmem__wire__server_message__free_unpacked). A connection reset (the daemon closed with
+ * our packets unread) is skipped: what it had sent before is still read. Fds go to fds/nfds
+ * (at most WIRE_MAX_FDS) when given, else are closed.
+ */
+enum hostile_rx hostile_recv(int fd, int timeout_ms, Rocmmem__Wire__ServerMessage **out, int *fds,
+			     unsigned *nfds);
+
+/* hostile_recv_reply returns the next Reply (events are skipped) or fails the test. */
+Rocmmem__Wire__ServerMessage *hostile_recv_reply(int fd, int timeout_ms, int *fds, unsigned *nfds);
+
+/*
+ * hostile_expect_error reads the next reply and checks it is error err for request id, with a
+ * non-empty message containing needle (when not NULL), no body and no fds.
+ */
+void hostile_expect_error(int fd, uint64_t id, int err, const char *needle);
+
+/* hostile_expect_closed checks the daemon closes fd within 2 s (replies before are drained). */
+void hostile_expect_closed(int fd);
+
+/* hostile_expect_error_closed: hostile_expect_error, then hostile_expect_closed. */
+void hostile_expect_error_closed(int fd, uint64_t id, int err, const char *needle);
+
+/*
+ * hostile_expect_refused_closed accepts what a protocol violation may get: error replies with
+ * a negative errno (err when err != 0), then the connection is closed within 2 s.
+ */
+void hostile_expect_refused_closed(int fd, int err);
+
+/* hostile_expect_grant reads a successful lease grant for id; returns its lease id. */
+uint64_t hostile_expect_grant(int fd, uint64_t id, uint64_t size);
+
+/* hostile_expect_serving checks that the connection still answers a status request. */
+void hostile_expect_serving(int fd, uint64_t id);
+
+/* hostile_status_waiters counts waiters in a status, hostile_status_has_lease finds a lease. */
+uint32_t hostile_status_waiters(void);
+bool hostile_status_has_lease(uint64_t lease_id, int32_t *owner_pid);
+
+/*
+ * hostile_pipe makes a pipe for fd-leak probes: the read end sees POLLHUP once every copy of
+ * the write end is closed, wherever those copies are.
+ */
+void hostile_pipe(int p[2]);
+
+/* hostile_wait_hup says whether fd (a pipe's read end) reports hang-up within timeout_ms. */
+bool hostile_wait_hup(int fd, int timeout_ms);
+
+/* hostile_sleep_ms sleeps. */
+void hostile_sleep_ms(long ms);
+
+/* hostile_pack packs msg into a malloc'd buffer (free it); *len gets its size. */
+uint8_t *hostile_pack(const Rocmmem__Wire__ClientMessage *msg, size_t *len);
+
+#endif
