@@ -382,22 +382,6 @@ Rocmmem__Wire__ServerMessage *harness_raw_recv(int fd, int timeout_ms, bool *eof
 	return rocmmem__wire__server_message__unpack(NULL, (size_t)n, buf);
 }
 
-bool harness_raw_wait_closed(int fd, int timeout_ms)
-{
-	long end = harness_now_ms() + timeout_ms;
-
-	while (harness_now_ms() < end) {
-		bool eof = false;
-		Rocmmem__Wire__ServerMessage *m = harness_raw_recv(fd, 50, &eof, NULL, NULL);
-
-		if (m)
-			rocmmem__wire__server_message__free_unpacked(m, NULL);
-		if (eof)
-			return true;
-	}
-	return false;
-}
-
 int harness_raw_hello(int fd, uint32_t version, const char *name)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
@@ -430,6 +414,7 @@ Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned 
 	int fds[WIRE_MAX_FDS];
 	unsigned nfds = 0;
 	Rocmmem__Wire__ServerMessage *reply;
+	int wait;
 
 	acq.has_device = true;
 	acq.device = device;
@@ -445,8 +430,9 @@ Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned 
 		*lease_fd = -1;
 	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
 		return NULL;
-	reply =
-	    harness_raw_recv(fd, timeout_ms < 0 ? 10000 : (int)timeout_ms + 5000, NULL, fds, &nfds);
+	/* Wait the request's own timeout and some, clamped to what poll takes. */
+	wait = timeout_ms < 0 || timeout_ms > 600000 ? 605000 : (int)timeout_ms + 5000;
+	reply = harness_raw_recv(fd, wait, NULL, fds, &nfds);
 	if (lease_fd && nfds > 0) {
 		*lease_fd = fds[0];
 		wire_close_fds(fds + 1, nfds - 1);

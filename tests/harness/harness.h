@@ -96,9 +96,6 @@ int harness_raw_hello(int fd, uint32_t version, const char *name);
 Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned device,
 						  uint64_t size, int64_t timeout_ms, int *lease_fd);
 
-/* harness_raw_wait_closed says whether the daemon closes fd within timeout_ms. */
-bool harness_raw_wait_closed(int fd, int timeout_ms);
-
 /* harness_now_ms returns CLOCK_MONOTONIC in ms. */
 long harness_now_ms(void);
 
