@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "job.h"
 #include "log.h"
 #include "server.h"
 #include "size.h"
@@ -125,7 +126,7 @@ static void describe(const struct arbiter *a, const struct device *d, uint64_t r
 {
 	char req[SIZE_FORMAT_MAX], rounded[SIZE_FORMAT_MAX], gran[SIZE_FORMAT_MAX];
 	char fr[SIZE_FORMAT_MAX], bud[SIZE_FORMAT_MAX], who[512], round_note[96] = "";
-	char queue_note[64] = "";
+	char queue_note[64] = "", freeing_note[64] = "", rel[SIZE_FORMAT_MAX];
 
 	if (requested != size)
 		snprintf(round_note, sizeof(round_note), " (%s in %s granules)",
@@ -134,92 +135,239 @@ static void describe(const struct arbiter *a, const struct device *d, uint64_t r
 	if (ahead)
 		snprintf(queue_note, sizeof(queue_note), "; %u earlier request(s) wait ahead",
 			 ahead);
+	if (d->releasing)
+		snprintf(freeing_note, sizeof(freeing_note), "; %s is being freed",
+			 size_format(d->releasing, rel, sizeof(rel)));
 	holders(a, d->index, who, sizeof(who));
 	snprintf(buf, len,
-		 "requested %s%s on device %u (%s): %s of its %s budget is free%s; held by %s",
+		 "requested %s%s on device %u (%s): %s of its %s budget is free%s%s; held by %s",
 		 size_format(requested, req, sizeof(req)), round_note, d->index, d->name,
 		 size_format(device_free(d), fr, sizeof(fr)),
-		 size_format(d->budget, bud, sizeof(bud)), queue_note, who);
+		 size_format(d->budget, bud, sizeof(bud)), freeing_note, queue_note, who);
 }
 
+/* A lease request whose memory the backend is allocating. */
+struct grant_job {
+	struct job job;
+	struct arbiter *arbiter;
+	struct client *client;
+	uint64_t request_id;
+	uint64_t model_id;
+	uint64_t waited_ms;
+	char tag[ROCMMEM_NAME_MAX + 1];
+};
+
+/* A release (or a grant undone) whose memory the backend is freeing. */
+struct release_job {
+	struct job job;
+	struct arbiter *arbiter;
+};
+
+/* A trim request, possibly spanning several devices, answered when all are done. */
+struct trim_request {
+	struct arbiter *arbiter;
+	struct client *client; /* NULL for the daemon's own trims */
+	uint64_t request_id;
+	unsigned pending;
+	uint64_t released;
+	int err;
+};
+
+struct trim_job {
+	struct job job;
+	struct trim_request *request;
+};
+
+static void pump(struct arbiter *a);
+static void auto_trim(struct arbiter *a, struct device *d);
+
+static void release_done(struct job *job)
+{
+	struct release_job *r = (struct release_job *)job;
+	struct arbiter *a = r->arbiter;
+
+	/* Only now is the memory really back: then it may be granted again. */
+	a->devices[job->device].releasing -= job->alloc.size;
+	device_uncharge(&a->devices[job->device], job->alloc.size);
+	auto_trim(a, &a->devices[job->device]);
+	free(r);
+	pump(a);
+}
+
+/* free_allocation hands an allocation back to the backend and uncharges it when done. */
+static void free_allocation(struct arbiter *a, unsigned device, const struct backend_alloc *alloc)
+{
+	struct release_job *r = calloc(1, sizeof(*r));
+
+	if (!r) {
+		/* Without memory for the job, free inline: a stall beats a leak. */
+		a->backend->ops->release(a->backend, device, (struct backend_alloc *)alloc);
+		device_uncharge(&a->devices[device], alloc->size);
+		return;
+	}
+	a->devices[device].releasing += alloc->size;
+	r->arbiter = a;
+	r->job.kind = JOB_RELEASE;
+	r->job.backend = a->backend;
+	r->job.device = device;
+	r->job.alloc = *alloc;
+	r->job.done = release_done;
+	if (job_submit(a->loop, &r->job) < 0) {
+		a->backend->ops->release(a->backend, device, &r->job.alloc);
+		release_done(&r->job);
+	}
+}
+
+/* lease_destroy takes the lease from its owner and frees its memory (asynchronously). */
 static void lease_destroy(struct arbiter *a, struct lease *l)
 {
 	struct client *c = l->owner;
-	struct device *d = &a->devices[l->device];
 
-	a->backend->ops->release(a->backend, &l->alloc);
-	device_uncharge(d, l->size);
 	lease_table_remove(&a->leases, l);
 	TAILQ_REMOVE(&c->leases, l, client_link);
 	c->lease_count--;
 	c->leased_bytes -= l->size;
 	c->device_bytes[l->device] -= l->size;
+	free_allocation(a, l->device, &l->alloc);
 	free(l);
 }
 
-static void grant(struct arbiter *a, struct client *c, uint64_t request_id, struct device *d,
-		  uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms)
+static void reply_grant(struct arbiter *a, struct client *c, uint64_t request_id,
+			const struct lease *l, uint64_t waited_ms)
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	Rocmmem__Wire__LeaseGrant body = ROCMMEM__WIRE__LEASE_GRANT__INIT;
-	char label[48], who[128], sz[SIZE_FORMAT_MAX];
-	struct lease *l = calloc(1, sizeof(*l));
-	int err;
-
-	if (!l || lease_table_add(&a->leases, l) < 0) {
-		free(l);
-		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
-		return;
-	}
-	l->owner = c;
-	l->device = d->index;
-	l->size = size;
-	l->model_id = model_id;
-	l->created_ms = uv_now(a->loop);
-	snprintf(l->tag, sizeof(l->tag), "%s", tag ? tag : "");
-	snprintf(label, sizeof(label), "rocmmem-lease-%" PRIu64, l->id);
-	device_charge(d, size);
-	err = a->backend->ops->alloc(a->backend, d->index, size, label, &l->alloc);
-	if (err) {
-		device_uncharge(d, size);
-		lease_table_remove(&a->leases, l);
-		free(l);
-		log_warn("Could not allocate %s on device %u for %s: %s",
-			 size_format(size, sz, sizeof(sz)), d->index,
-			 client_label(c, who, sizeof(who)), strerror(-err));
-		client_reply_error(c, request_id, err, "Could not allocate %s on device %u: %s",
-				   size_format(size, sz, sizeof(sz)), d->index, strerror(-err));
-		return;
-	}
-	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
-	c->lease_count++;
-	c->leased_bytes += size;
-	c->device_bytes[d->index] += size;
-	a->counters.grants++;
+	const struct device *d = &a->devices[l->device];
 
 	body.has_lease_id = true;
 	body.lease_id = l->id;
 	body.has_device = true;
-	body.device = d->index;
+	body.device = l->device;
 	body.has_size = true;
-	body.size = size;
+	body.size = l->size;
 	body.has_handle_kind = true;
 	body.handle_kind = (Rocmmem__Wire__HandleKind)l->alloc.handle_kind;
 	body.has_fd_count = true;
 	body.fd_count = l->alloc.nfds;
 	body.has_waited_ms = true;
 	body.waited_ms = waited_ms;
+	if (l->alloc.nchunks > 0) {
+		body.n_chunk_sizes = l->alloc.nchunks;
+		body.chunk_sizes = (uint64_t *)l->alloc.chunk_sizes;
+		body.has_chunk_size = true;
+		body.chunk_size = l->alloc.chunk_sizes[0];
+	}
+	if (l->alloc.has_ipc) {
+		body.has_ipc_handle = true;
+		body.ipc_handle.len = sizeof(l->alloc.ipc_handle);
+		body.ipc_handle.data = (uint8_t *)l->alloc.ipc_handle;
+		body.has_offset = true;
+		body.offset = l->alloc.ipc_offset;
+	}
+	if (d->pci_bus_id[0])
+		body.pci_bus_id = (char *)d->pci_bus_id;
 	reply.has_id = true;
 	reply.id = request_id;
 	reply.has_error = true;
 	reply.error = 0;
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_LEASE;
 	reply.lease = &body;
-	log_debug("granted lease %" PRIu64 " (%s on device %u) to %s after %" PRIu64 " ms", l->id,
-		  size_format(size, sz, sizeof(sz)), d->index, client_label(c, who, sizeof(who)),
-		  waited_ms);
 	/* If the client cannot take the reply it is kicked, and its teardown reclaims l. */
 	client_reply(c, &reply, l->alloc.fds, l->alloc.nfds);
+}
+
+static void grant_done(struct job *job)
+{
+	struct grant_job *g = (struct grant_job *)job;
+	struct arbiter *a = g->arbiter;
+	struct client *c = g->client;
+	struct device *d = &a->devices[job->device];
+	char sz[SIZE_FORMAT_MAX], who[128];
+	struct lease *l = NULL;
+
+	if (job->err) {
+		device_uncharge(d, job->size);
+		a->counters.failures++;
+		log_warn("Could not allocate %s on device %u for %s: %s",
+			 size_format(job->size, sz, sizeof(sz)), d->index,
+			 client_label(c, who, sizeof(who)),
+			 job->why[0] ? job->why : strerror(-job->err));
+		if (!c->closing)
+			client_reply_error(c, g->request_id, job->err,
+					   "Could not allocate %s on device %u (%s): %s",
+					   size_format(job->size, sz, sizeof(sz)), d->index,
+					   d->name, job->why[0] ? job->why : strerror(-job->err));
+		if (job->err == -ENODEV)
+			arbiter_device_lost(a, d->index, job->why[0] ? job->why : "device gone");
+		goto out;
+	}
+	if (c->closing || d->lost) {
+		/* Nobody to give it to any more: straight back. */
+		free_allocation(a, d->index, &job->alloc);
+		goto out;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l || lease_table_add(&a->leases, l) < 0) {
+		free(l);
+		free_allocation(a, d->index, &job->alloc);
+		client_reply_error(c, g->request_id, -ENOMEM, "the daemon is out of memory");
+		goto out;
+	}
+	l->owner = c;
+	l->device = d->index;
+	l->size = job->size;
+	l->model_id = g->model_id;
+	l->created_ms = uv_now(a->loop);
+	l->alloc = job->alloc;
+	memcpy(l->tag, g->tag, sizeof(l->tag));
+	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
+	c->lease_count++;
+	c->leased_bytes += l->size;
+	c->device_bytes[d->index] += l->size;
+	a->counters.grants++;
+	log_debug("granted lease %" PRIu64 " (%s on device %u, %s) to %s after %" PRIu64 " ms",
+		  l->id, size_format(l->size, sz, sizeof(sz)), d->index,
+		  backend_sharing_name(l->alloc.handle_kind), client_label(c, who, sizeof(who)),
+		  g->waited_ms);
+	reply_grant(a, c, g->request_id, l, g->waited_ms);
+	/* Exported for this grant only: the client has its own copies now. */
+	if (l->alloc.transient_fds)
+		backend_alloc_close_fds(&l->alloc);
+out:
+	client_job_end(c);
+	free(g);
+}
+
+/* grant charges the budget and has the backend allocate; the reply follows in grant_done. */
+static void grant(struct arbiter *a, struct client *c, uint64_t request_id, struct device *d,
+		  uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms)
+{
+	struct grant_job *g = calloc(1, sizeof(*g));
+
+	if (!g) {
+		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	g->arbiter = a;
+	g->client = c;
+	g->request_id = request_id;
+	g->model_id = model_id;
+	g->waited_ms = waited_ms;
+	snprintf(g->tag, sizeof(g->tag), "%s", tag ? tag : "");
+	g->job.kind = JOB_ALLOC;
+	g->job.backend = a->backend;
+	g->job.device = d->index;
+	g->job.size = size;
+	snprintf(g->job.label, sizeof(g->job.label), "rocmmem-pid%d", (int)c->pid);
+	g->job.done = grant_done;
+	device_charge(d, size);
+	client_job_start(c);
+	if (job_submit(a->loop, &g->job) < 0) {
+		device_uncharge(d, size);
+		client_reply_error(c, request_id, -EAGAIN, "Could not queue the allocation");
+		client_job_end(c);
+		free(g);
+	}
 }
 
 static void free_waiter(uv_handle_t *handle)
@@ -307,6 +455,11 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		return;
 	}
 	d = &a->devices[dev];
+	if (d->lost) {
+		client_reply_error(c, request_id, -ENODEV, "device %u (%s) is unusable: %s", dev,
+				   d->name, d->lost_reason);
+		return;
+	}
 	if (req->tag && !text_is_clean(req->tag, ROCMMEM_NAME_MAX)) {
 		client_reply_error(c, request_id, -EINVAL,
 				   "lease tag must be at most %u bytes of UTF-8 without control "
@@ -328,7 +481,7 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 				   size_format(d->budget, s2, sizeof(s2)));
 		return;
 	}
-	if (c->lease_count >= lim->max_leases) {
+	if (c->lease_count + c->jobs >= lim->max_leases) {
 		client_reply_error(c, request_id, -EDQUOT,
 				   "this connection already holds %u leases, the most allowed",
 				   lim->max_leases);
@@ -416,4 +569,163 @@ void arbiter_client_gone(struct arbiter *a, struct client *c)
 		a->counters.reclaimed++;
 	}
 	pump(a);
+}
+
+void arbiter_device_lost(struct arbiter *a, unsigned device, const char *why)
+{
+	struct device *d = &a->devices[device];
+	struct waiter *w;
+
+	if (d->lost)
+		return;
+	d->lost = true;
+	snprintf(d->lost_reason, sizeof(d->lost_reason), "%s", why);
+	log_error("Device %u (%s) is unusable: %s", device, d->name, why);
+	while ((w = queue_head(&d->queue))) {
+		client_reply_error(w->client, w->request_id, -ENODEV,
+				   "device %u (%s) became unusable: %s", device, d->name, why);
+		waiter_drop(a, w);
+	}
+}
+
+static void trim_answer(struct trim_request *t)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__TrimReply body = ROCMMEM__WIRE__TRIM_REPLY__INIT;
+	struct client *c = t->client;
+
+	if (c && !c->closing) {
+		if (t->err) {
+			client_reply_error(c, t->request_id, t->err, "trim failed: %s",
+					   strerror(-t->err));
+		} else {
+			body.has_bytes_trimmed = true;
+			body.bytes_trimmed = t->released;
+			reply.has_id = true;
+			reply.id = t->request_id;
+			reply.has_error = true;
+			reply.error = 0;
+			reply.body_case = ROCMMEM__WIRE__REPLY__BODY_TRIM;
+			reply.trim = &body;
+			client_reply(c, &reply, NULL, 0);
+		}
+	}
+	if (c)
+		client_job_end(c);
+	free(t);
+}
+
+static void trim_done(struct job *job)
+{
+	struct trim_job *tj = (struct trim_job *)job;
+	struct trim_request *t = tj->request;
+	struct arbiter *a = t->arbiter;
+	struct device *d = &a->devices[job->device];
+	char sz[SIZE_FORMAT_MAX];
+
+	d->trimming = false;
+	if (job->err && job->err != -ENOTSUP)
+		t->err = job->err;
+	t->released += job->released;
+	a->counters.trims++;
+	a->counters.bytes_trimmed += job->released;
+	if (job->released)
+		log_info("trimmed %s on device %u", size_format(job->released, sz, sizeof(sz)),
+			 d->index);
+	free(tj);
+	if (--t->pending == 0)
+		trim_answer(t);
+	/* What came back may be what a waiter needs. */
+	pump(a);
+}
+
+static void trim_device(struct trim_request *t, struct device *d)
+{
+	struct arbiter *a = t->arbiter;
+	struct trim_job *tj = calloc(1, sizeof(*tj));
+
+	if (!tj) {
+		t->err = -ENOMEM;
+		return;
+	}
+	tj->request = t;
+	tj->job.kind = JOB_TRIM;
+	tj->job.backend = a->backend;
+	tj->job.device = d->index;
+	tj->job.done = trim_done;
+	d->trimming = true;
+	t->pending++;
+	if (job_submit(a->loop, &tj->job) < 0) {
+		d->trimming = false;
+		t->pending--;
+		t->err = -EAGAIN;
+		free(tj);
+	}
+}
+
+static struct trim_request *trim_request_new(struct arbiter *a, struct client *c,
+					     uint64_t request_id)
+{
+	struct trim_request *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->arbiter = a;
+	t->client = c;
+	t->request_id = request_id;
+	/* Held until the last device answers, so a closing client stays allocated. */
+	t->pending = 1;
+	if (c)
+		client_job_start(c);
+	return t;
+}
+
+static void trim_request_submitted(struct trim_request *t)
+{
+	if (--t->pending == 0)
+		trim_answer(t);
+}
+
+void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool all_devices,
+		  unsigned device)
+{
+	struct trim_request *t;
+
+	if (!all_devices && device >= a->ndevices) {
+		client_reply_error(
+		    c, request_id, -ENODEV,
+		    "no device %u: this daemon manages %u device(s), numbered from 0", device,
+		    a->ndevices);
+		return;
+	}
+	t = trim_request_new(a, c, request_id);
+	if (!t) {
+		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	for (unsigned i = 0; i < a->ndevices; i++)
+		if ((all_devices || i == device) && !a->devices[i].lost)
+			trim_device(t, &a->devices[i]);
+	trim_request_submitted(t);
+}
+
+/*
+ * auto_trim trims a device by itself after a release when memory is tight there (requests are
+ * waiting, or the runtime reports under a tenth free), one trim at a time: runtimes cache
+ * freed memory that only a trim returns to the driver, and to processes outside rocmmemd.
+ */
+static void auto_trim(struct arbiter *a, struct device *d)
+{
+	bool tight =
+	    !queue_empty(&d->queue) || (d->has_meminfo && d->runtime_free < d->runtime_total / 10);
+	struct trim_request *t;
+
+	if (!a->backend->ops->trim || !a->backend->ops->blocking || d->trimming || d->lost ||
+	    !tight || a->server->stopping)
+		return;
+	t = trim_request_new(a, NULL, 0);
+	if (!t)
+		return;
+	trim_device(t, d);
+	trim_request_submitted(t);
 }

@@ -21,6 +21,9 @@ struct counters {
 	uint64_t timeouts;
 	uint64_t releases;
 	uint64_t reclaimed; /* leases reclaimed from clients that went away */
+	uint64_t failures;  /* allocations the backend refused */
+	uint64_t trims;
+	uint64_t bytes_trimmed;
 };
 
 struct arbiter {
@@ -55,5 +58,18 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 
 /* arbiter_client_gone drops c's waiting requests and reclaims its leases, then grants waiters. */
 void arbiter_client_gone(struct arbiter *a, struct client *c);
+
+/*
+ * arbiter_trim asks the backend to return cached memory on one device (all_devices false) or
+ * on every device, and replies with the bytes released.
+ */
+void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool all_devices,
+		  unsigned device);
+
+/*
+ * arbiter_device_lost marks a device unusable: its waiting requests fail, new ones are refused.
+ * Leases already granted are released as their owners let go.
+ */
+void arbiter_device_lost(struct arbiter *a, unsigned device, const char *why);
 
 #endif

@@ -1,20 +1,28 @@
 /* SPDX-License-Identifier: MIT */
-/* backend.c: the table of backends and the choice among them for --backend. */
+/* backend.c: the table of backends, the choice among them for --backend, shared helpers. */
 #include "backend.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "rocmmem.pb-c.h"
 
 /* In order of preference for --backend auto: GPU runtimes first, host memory last. */
 static const struct backend_ops *const backends[] = {
+    &backend_hip_ops,
+    &backend_cuda_ops,
     &backend_host_ops,
 };
 
+static const char *sharing = "auto";
+
 const char *backend_names(void)
 {
-	return "auto, host";
+	return "auto, hip, cuda, host";
 }
 
 bool backend_known(const char *name)
@@ -27,13 +35,57 @@ bool backend_known(const char *name)
 	return false;
 }
 
+int backend_set_sharing(const char *name)
+{
+	static const char *const names[] = {"auto", "vmm", "dmabuf", "ipc"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(name, names[i]) == 0) {
+			sharing = names[i];
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *backend_sharing_choice(void)
+{
+	return sharing;
+}
+
+const char *backend_sharing_name(uint32_t handle_kind)
+{
+	switch (handle_kind) {
+	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD:
+		return "memfd";
+	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD:
+		return "vmm-fd";
+	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF:
+		return "dmabuf";
+	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC:
+		return "ipc";
+	default:
+		return "none";
+	}
+}
+
+void backend_alloc_close_fds(struct backend_alloc *a)
+{
+	for (unsigned i = 0; i < a->nfds; i++) {
+		if (a->fds[i] >= 0)
+			close(a->fds[i]);
+		a->fds[i] = -1;
+	}
+	a->nfds = 0;
+}
+
 int backend_open(const char *name, struct backend **out)
 {
 	bool any = strcmp(name, "auto") == 0;
 	int err = -ENOENT;
 
 	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		char why[256] = "";
+		char why[512] = "";
 
 		if (!any && strcmp(name, backends[i]->name) != 0)
 			continue;
@@ -49,4 +101,61 @@ int backend_open(const char *name, struct backend **out)
 			log_error("Could not open the %s backend: %s", backends[i]->name, why);
 	}
 	return err;
+}
+
+int backend_chunk_plan(uint64_t size, uint64_t granule, unsigned n, uint64_t *sizes)
+{
+	uint64_t units, base, extra;
+
+	if (n == 0 || n > BACKEND_MAX_CHUNKS || granule == 0 || size % granule != 0)
+		return -EINVAL;
+	units = size / granule;
+	if (n > units)
+		return -EINVAL;
+	base = units / n;
+	extra = units % n;
+	for (unsigned i = 0; i < n; i++)
+		sizes[i] = (base + (i < extra ? 1 : 0)) * granule;
+	return 0;
+}
+
+uint64_t backend_host_mem_available(void)
+{
+	const char *path = getenv("ROCMMEM_HOST_MEMINFO"); /* tests point this at a fixture */
+	unsigned long long kib = 0;
+	char line[256];
+	FILE *f = fopen(path && path[0] ? path : "/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	}
+	fclose(f);
+	if (kib > UINT64_MAX / 1024)
+		return 0;
+	return (uint64_t)kib * 1024;
+}
+
+uint64_t backend_default_headroom(uint64_t total, bool integrated, uint64_t granule)
+{
+	uint64_t headroom;
+
+	if (integrated) {
+		uint64_t avail = backend_host_mem_available();
+		uint64_t usable = avail / 4 * 3;
+
+		/* Never the sum of VRAM and GTT: the runtime's total, capped by the host. */
+		headroom = usable < total ? total - usable : 0;
+		if (headroom < total / 10)
+			headroom = total / 10;
+	} else {
+		headroom = total / 20;
+		if (headroom < ((uint64_t)512 << 20))
+			headroom = (uint64_t)512 << 20;
+	}
+	if (headroom >= total)
+		headroom = total / 2;
+	return (headroom + granule - 1) & ~(granule - 1);
 }

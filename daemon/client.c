@@ -121,7 +121,22 @@ static void on_closed(uv_handle_t *handle)
 	struct client *c = handle->data;
 
 	close(c->fd);
-	free(c);
+	c->fd = -1;
+	c->handle_closed = true;
+	if (c->jobs == 0)
+		free(c);
+}
+
+void client_job_start(struct client *c)
+{
+	c->jobs++;
+}
+
+void client_job_end(struct client *c)
+{
+	c->jobs--;
+	if (c->jobs == 0 && c->handle_closed)
+		free(c);
 }
 
 static void free_outq(struct client *c)
@@ -389,8 +404,6 @@ static const char *request_name(Rocmmem__Wire__ClientMessage__BodyCase body)
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
 		return "telemetry subscription";
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
-		return "trim";
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
 		return "administration";
 	default:
@@ -419,6 +432,9 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS:
 		status_start(c, id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
+		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY__NOT_SET:
 		/* A newer client's request: refuse it and keep serving the connection. */

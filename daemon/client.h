@@ -44,6 +44,8 @@ struct client {
 	size_t out_bytes;
 	uint64_t event_seq;
 	struct status_cursor status; /* a status reply being streamed, if any */
+	unsigned jobs;	    /* backend jobs in flight for this client: they keep it allocated */
+	bool handle_closed; /* libuv is done with the poll handle */
 	TAILQ_ENTRY(client) link;
 };
 
@@ -74,6 +76,14 @@ void client_reply_error(struct client *c, uint64_t id, int err, const char *fmt,
 
 /* client_event sends an unsolicited event, numbering it. */
 void client_event(struct client *c, Rocmmem__Wire__Event *event);
+
+/*
+ * client_job_start / client_job_end bracket a backend job done on behalf of c: a client torn
+ * down meanwhile (c->closing) stays allocated until its last job ends, so the job's
+ * completion can see that and undo its work.
+ */
+void client_job_start(struct client *c);
+void client_job_end(struct client *c);
 
 /* client_label writes "pid 123 'name'" for messages. Returns buf. */
 const char *client_label(const struct client *c, char *buf, size_t len);

@@ -50,6 +50,8 @@ void device_init(struct device *dev, unsigned index, const struct backend_device
 	memset(dev, 0, sizeof(*dev));
 	dev->index = index;
 	snprintf(dev->name, sizeof(dev->name), "%s", info->name);
+	snprintf(dev->pci_bus_id, sizeof(dev->pci_bus_id), "%s", info->pci_bus_id);
+	dev->integrated = info->integrated;
 	dev->handle_kind = info->handle_kind;
 	dev->granule = info->granule;
 	dev->total = info->total_bytes;
@@ -82,4 +84,15 @@ void device_uncharge(struct device *dev, uint64_t bytes)
 	assert(dev->leased >= bytes && dev->leases > 0);
 	dev->leased -= bytes;
 	dev->leases--;
+}
+
+uint64_t device_external(const struct device *dev)
+{
+	uint64_t used;
+
+	if (!dev->has_meminfo || dev->runtime_free > dev->runtime_total)
+		return 0;
+	used = dev->runtime_total - dev->runtime_free;
+	/* What the runtime counts as used beyond what rocmmemd itself holds. */
+	return used > dev->leased ? used - dev->leased : 0;
 }

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "queue.h"
+#include "telemetry.h"
 
 struct budget_config {
 	uint64_t budget; /* used when has_budget */
@@ -19,15 +20,31 @@ struct budget_config {
 struct device {
 	unsigned index;
 	char name[64];
+	char pci_bus_id[32];
+	bool integrated;
 	uint32_t handle_kind;
 	uint64_t granule;
-	uint64_t total;	   /* what the backend reports */
-	uint64_t budget;   /* the most that may be leased at once; never exceeded */
-	uint64_t headroom; /* total - budget */
-	uint64_t leased;   /* bytes held by leases */
-	uint64_t reserved; /* bytes accounted for without a lease (model reservations) */
-	uint64_t leases;   /* number of live leases */
+	uint64_t total;	    /* what the backend reports */
+	uint64_t budget;    /* the most that may be leased at once; never exceeded */
+	uint64_t headroom;  /* total - budget */
+	uint64_t leased;    /* bytes held by leases, and by ones being allocated or freed */
+	uint64_t reserved;  /* bytes accounted for without a lease (model reservations) */
+	uint64_t leases;    /* number of live leases */
+	uint64_t releasing; /* of leased: bytes the backend is freeing right now */
 	struct queue queue;
+	/* Lost: the runtime reports the device gone; requests for it fail at once. */
+	bool lost;
+	char lost_reason[128];
+	bool trimming; /* a trim is in flight */
+	/* The runtime's own view, refreshed by the sampler (valid once sampled). */
+	bool has_meminfo;
+	uint64_t runtime_total;
+	uint64_t runtime_free;
+	uint64_t meminfo_ms; /* loop time of the last sample */
+	/* Hardware readings (rocm-smi, sysfs or NVML), valid once read. */
+	bool has_telemetry;
+	struct telemetry_sample telemetry;
+	uint64_t telemetry_ms;
 };
 
 /*
@@ -52,7 +69,13 @@ bool device_fits(const struct device *dev, uint64_t bytes);
 /* device_charge accounts bytes for a new lease; the caller checked device_fits first. */
 void device_charge(struct device *dev, uint64_t bytes);
 
-/* device_uncharge returns bytes of a released lease. */
+/* device_uncharge returns bytes of a released lease (once the backend has freed them). */
 void device_uncharge(struct device *dev, uint64_t bytes);
+
+/*
+ * device_external returns the bytes the runtime reports in use on the device beyond what
+ * rocmmemd holds (other processes' own allocations), or 0 when not sampled.
+ */
+uint64_t device_external(const struct device *dev);
 
 #endif

@@ -15,6 +15,9 @@
 #include "sockpath.h"
 #include "version.h"
 
+/* How often each device's runtime memory figures are read. */
+#define SAMPLE_INTERVAL_MS 1000
+
 struct signals {
 	uv_signal_t sigint, sigterm;
 	struct server *server;
@@ -74,6 +77,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
+	if (backend_set_sharing(opts.sharing) < 0) {
+		log_error("Unknown sharing method '%s'", opts.sharing);
+		return ROCMMEMD_EXIT_USAGE;
+	}
 	rc = sockpath_resolve(opts.socket_path, SOCKPATH_DAEMON, path, sizeof(path));
 	if (rc == -ENOENT) {
 		log_error(
@@ -119,6 +126,10 @@ int main(int argc, char **argv)
 		return ROCMMEMD_EXIT_FAILURE;
 	}
 
+	rc = sampler_start(&s->sampler, &loop, &s->arbiter, SAMPLE_INTERVAL_MS);
+	if (rc < 0)
+		log_warn("Could not start sampling device memory: %s", uv_strerror(rc));
+
 	sig.server = s;
 	uv_signal_init(&loop, &sig.sigint);
 	uv_signal_init(&loop, &sig.sigterm);
@@ -132,6 +143,7 @@ int main(int argc, char **argv)
 	uv_run(&loop, UV_RUN_DEFAULT);
 
 	/* Every client and handle is closed by now; anything left is a bug worth seeing. */
+	sampler_finish(&s->sampler);
 	arbiter_finish(&s->arbiter);
 	if (uv_loop_close(&loop) != 0) {
 		uv_walk(&loop, log_leftover, NULL);

@@ -21,7 +21,10 @@ static void usage(FILE *f)
 	    "\n"
 	    "  -s, --socket PATH      socket to listen on (default: $%s, else %s as\n"
 	    "                         root, else $XDG_RUNTIME_DIR/%s)\n"
-	    "  -b, --backend NAME     memory backend: %s (default auto)\n"
+	    "  -b, --backend NAME     memory backend: %s (default auto: the first\n"
+	    "                         that works of hip, cuda and host)\n"
+	    "      --sharing METHOD   how GPU memory reaches clients: auto (the best the\n"
+	    "                         device offers), vmm, dmabuf or ipc\n"
 	    "      --budget SIZE      bytes the daemon may lease per device\n"
 	    "      --headroom SIZE    bytes kept free per device (budget = total - headroom)\n"
 	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -45,12 +48,13 @@ static int bad_size(FILE *err, const char *opt, const char *text, int rc)
 
 int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *err)
 {
-	enum { OPT_BUDGET = 256, OPT_HEADROOM };
+	enum { OPT_BUDGET = 256, OPT_HEADROOM, OPT_SHARING };
 	static const struct option longopts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"backend", required_argument, NULL, 'b'},
 	    {"budget", required_argument, NULL, OPT_BUDGET},
 	    {"headroom", required_argument, NULL, OPT_HEADROOM},
+	    {"sharing", required_argument, NULL, OPT_SHARING},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -61,6 +65,7 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 
 	memset(opts, 0, sizeof(*opts));
 	opts->backend = "auto";
+	opts->sharing = "auto";
 	opts->log_level = LOG_LEVEL_INFO;
 	optind = 0; /* 0, not 1: glibc then also resets its position inside grouped options */
 	opterr = 0;
@@ -90,6 +95,18 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 				return -EINVAL;
 			}
 			opts->has_budget = true;
+			break;
+		case OPT_SHARING:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "vmm") &&
+			    strcmp(optarg, "dmabuf") && strcmp(optarg, "ipc")) {
+				fprintf(
+				    err,
+				    "rocmmemd: unknown sharing method '%s' (auto, vmm, dmabuf or "
+				    "ipc)\n",
+				    optarg);
+				return -EINVAL;
+			}
+			opts->sharing = optarg;
 			break;
 		case OPT_HEADROOM:
 			rc = size_parse(optarg, &opts->headroom);

@@ -12,6 +12,7 @@
 struct options {
 	const char *socket_path; /* NULL: resolved by common/sockpath */
 	const char *backend;	 /* "auto" or a backend name */
+	const char *sharing;	 /* "auto", "vmm", "dmabuf" or "ipc" */
 	uint64_t budget;
 	bool has_budget;
 	uint64_t headroom;

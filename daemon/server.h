@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "arbiter.h"
+#include "sampler.h"
 #include "wire.h"
 
 struct client;
@@ -36,6 +37,7 @@ struct server {
 	unsigned client_count;
 	uint64_t next_client_id;
 	struct arbiter arbiter;
+	struct sampler sampler;
 	struct limits limits;
 	uint64_t start_ms;
 	bool stopping;

@@ -19,6 +19,7 @@
 static struct {
 	Rocmmem__Wire__DeviceInfo devices[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
+	Rocmmem__Wire__DeviceTelemetry telemetry[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
@@ -40,7 +41,43 @@ static void fill_daemon(Rocmmem__Wire__DaemonInfo *info, const struct server *s)
 	info->protocol_version = ROCMMEM_PROTOCOL_VERSION;
 }
 
-static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct arbiter *a)
+static void fill_telemetry(Rocmmem__Wire__DeviceTelemetry *o, const struct device *d, uint64_t now)
+{
+	const struct telemetry_sample *t = &d->telemetry;
+
+	rocmmem__wire__device_telemetry__init(o);
+	o->source = (char *)(t->source ? t->source : "");
+	o->has_sampled_ms_ago = true;
+	o->sampled_ms_ago = now - d->telemetry_ms;
+	if (t->valid & TELEMETRY_HAS_VRAM) {
+		o->has_vram_total_bytes = o->has_vram_used_bytes = true;
+		o->vram_total_bytes = t->vram_total;
+		o->vram_used_bytes = t->vram_used;
+	}
+	if (t->valid & TELEMETRY_HAS_GTT) {
+		o->has_gtt_total_bytes = o->has_gtt_used_bytes = true;
+		o->gtt_total_bytes = t->gtt_total;
+		o->gtt_used_bytes = t->gtt_used;
+	}
+	if (t->valid & TELEMETRY_HAS_TEMPERATURE) {
+		o->has_temperature_mc = true;
+		o->temperature_mc = t->temperature_mc;
+	}
+	if (t->valid & TELEMETRY_HAS_POWER) {
+		o->has_power_mw = true;
+		o->power_mw = t->power_mw;
+	}
+	if (t->valid & TELEMETRY_HAS_BUSY) {
+		o->has_busy_percent = true;
+		o->busy_percent = t->busy_percent;
+	}
+	if (t->valid & TELEMETRY_HAS_MEM_BUSY) {
+		o->has_mem_busy_percent = true;
+		o->mem_busy_percent = t->mem_busy_percent;
+	}
+}
+
+static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct arbiter *a, uint64_t now)
 {
 	for (unsigned i = 0; i < a->ndevices; i++) {
 		const struct device *d = &a->devices[i];
@@ -71,6 +108,23 @@ static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct arbiter *a
 		o->handle_kind = (Rocmmem__Wire__HandleKind)d->handle_kind;
 		o->has_leases = true;
 		o->leases = d->leases;
+		if (d->pci_bus_id[0])
+			o->pci_bus_id = (char *)d->pci_bus_id;
+		o->has_integrated = true;
+		o->integrated = d->integrated;
+		o->sharing = (char *)backend_sharing_name(d->handle_kind);
+		if (d->has_meminfo) {
+			o->has_runtime_total_bytes = true;
+			o->runtime_total_bytes = d->runtime_total;
+			o->has_runtime_free_bytes = true;
+			o->runtime_free_bytes = d->runtime_free;
+			o->has_external_bytes = true;
+			o->external_bytes = device_external(d);
+		}
+		o->state = d->lost ? (char *)d->lost_reason : (char *)"ok";
+		if (d->has_telemetry)
+			fill_telemetry(&part.telemetry[i], d, now);
+		o->telemetry = d->has_telemetry ? &part.telemetry[i] : NULL;
 		part.device_ptrs[i] = o;
 	}
 	st->n_devices = a->ndevices;
@@ -165,7 +219,7 @@ static void send_part(struct client *c, bool first)
 	if (first) {
 		fill_daemon(&daemon, s);
 		st.daemon = &daemon;
-		fill_devices(&st, a);
+		fill_devices(&st, a, now);
 	}
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;

@@ -34,5 +34,24 @@ if ((${#missing[@]})); then
 	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+# HIP's headers, unpacked from Debian's package into the build tree rather than installed (an
+# installed HIP runtime would stand first in every search for libamdhip64): test_hip_abi checks
+# the project's own HIP declarations against them. Without them that one test is skipped.
+hip_dir=$PWD/$build_dir/hip-headers
+if [ ! -f "$hip_dir/usr/include/hip/hip_runtime_api.h" ]; then
+	mkdir -p "$build_dir"
+	tmp=$(mktemp -d)
+	chmod 755 "$tmp" # apt's download user writes there
+	if (cd "$tmp" && apt-get download -qq libamdhip64-dev >/dev/null 2>&1) ||
+		{ [ "$(id -u)" -eq 0 ] && apt-get update -qq &&
+			(cd "$tmp" && apt-get download -qq libamdhip64-dev >/dev/null 2>&1); }; then
+		dpkg -x "$tmp"/libamdhip64-dev_*.deb "$hip_dir"
+	else
+		echo "setup: could not fetch libamdhip64-dev: test_hip_abi will be skipped" >&2
+	fi
+	rm -rf "$tmp"
+fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DROCMMEM_HIP_INCLUDE_DIR="$hip_dir/usr/include" "$@" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

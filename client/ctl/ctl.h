@@ -38,5 +38,6 @@ int ctl_usage(const char *command, const char *fmt, ...) __attribute__((format(p
 
 int cmd_status(const struct ctl *ctl, int argc, char **argv);
 int cmd_lease(const struct ctl *ctl, int argc, char **argv);
+int cmd_trim(const struct ctl *ctl, int argc, char **argv);
 
 #endif

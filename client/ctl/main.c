@@ -18,6 +18,8 @@ static const struct ctl_command commands[] = {
     {"status", cmd_status, "", "show devices, budgets, clients, leases and the queue"},
     {"lease", cmd_lease, "SIZE [--hold SECONDS] [--tag T] [--timeout SECONDS] [--device N]",
      "acquire a lease, print it and hold it until the time passes or Ctrl-C"},
+    {"trim", cmd_trim, "[--device N]",
+     "return memory the GPU runtime caches to the driver, on one device or all"},
     {"help", cmd_help, "", "show this help"},
     {"version", cmd_version, "", "show the version"},
 };

@@ -91,6 +91,35 @@ static json_object *status_json(const rocmmem_status *st)
 		add_u64(o, "leases", v->leases);
 		add_u64(o, "waiters", v->waiters);
 		add_str(o, "handle", handle_name(v->handle_kind));
+		add_str(o, "sharing", v->sharing);
+		add_str(o, "pci_bus_id", v->pci_bus_id);
+		json_object_object_add(o, "integrated", json_object_new_boolean(v->integrated));
+		add_str(o, "state", v->state);
+		if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME) {
+			add_u64(o, "runtime_total_bytes", v->runtime_total_bytes);
+			add_u64(o, "runtime_free_bytes", v->runtime_free_bytes);
+			add_u64(o, "external_bytes", v->external_bytes);
+		}
+		if (v->telemetry_source[0]) {
+			json_object *t = json_object_new_object();
+
+			add_str(t, "source", v->telemetry_source);
+			if (v->valid & ROCMMEM_DEVICE_HAS_VRAM) {
+				add_u64(t, "vram_total_bytes", v->vram_total_bytes);
+				add_u64(t, "vram_used_bytes", v->vram_used_bytes);
+			}
+			if (v->valid & ROCMMEM_DEVICE_HAS_GTT) {
+				add_u64(t, "gtt_total_bytes", v->gtt_total_bytes);
+				add_u64(t, "gtt_used_bytes", v->gtt_used_bytes);
+			}
+			if (v->valid & ROCMMEM_DEVICE_HAS_TEMPERATURE)
+				add_i64(t, "temperature_mc", v->temperature_mc);
+			if (v->valid & ROCMMEM_DEVICE_HAS_POWER)
+				add_u64(t, "power_mw", v->power_mw);
+			if (v->valid & ROCMMEM_DEVICE_HAS_BUSY)
+				add_u64(t, "busy_percent", v->busy_percent);
+			json_object_object_add(o, "telemetry", t);
+		}
 		json_object_array_add(devices, o);
 	}
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
@@ -166,6 +195,39 @@ static const char *duration(uint64_t s, char *buf, size_t len)
 	return buf;
 }
 
+/* print_device_details adds what is known beyond the budget: bus, sharing, runtime, sensors. */
+static void print_device_details(const struct rocmmem_device_info *v)
+{
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
+
+	if (v->pci_bus_id[0])
+		printf("       %s%s, shared by %s\n", v->pci_bus_id,
+		       v->integrated ? ", integrated (APU)" : "", v->sharing);
+	if (strcmp(v->state, "ok") != 0)
+		printf("       UNUSABLE: %s\n", v->state);
+	if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME)
+		printf("       runtime: %s free of %s; %s used outside rocmmemd\n",
+		       size_format(v->runtime_free_bytes, a, sizeof(a)),
+		       size_format(v->runtime_total_bytes, b, sizeof(b)),
+		       size_format(v->external_bytes, c, sizeof(c)));
+	if (v->telemetry_source[0]) {
+		printf("       %s:", v->telemetry_source);
+		if (v->valid & ROCMMEM_DEVICE_HAS_VRAM)
+			printf(" vram %s/%s", size_format(v->vram_used_bytes, a, sizeof(a)),
+			       size_format(v->vram_total_bytes, b, sizeof(b)));
+		if (v->valid & ROCMMEM_DEVICE_HAS_GTT)
+			printf(" gtt %s/%s", size_format(v->gtt_used_bytes, a, sizeof(a)),
+			       size_format(v->gtt_total_bytes, b, sizeof(b)));
+		if (v->valid & ROCMMEM_DEVICE_HAS_TEMPERATURE)
+			printf(" %.1f C", v->temperature_mc / 1000.0);
+		if (v->valid & ROCMMEM_DEVICE_HAS_POWER)
+			printf(" %.1f W", v->power_mw / 1000.0);
+		if (v->valid & ROCMMEM_DEVICE_HAS_BUSY)
+			printf(" busy %u%%", v->busy_percent);
+		printf("\n");
+	}
+}
+
 static void print_table(const rocmmem_status *st)
 {
 	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
@@ -185,6 +247,7 @@ static void print_table(const rocmmem_status *st)
 		       size_format(v->leased_bytes, c, sizeof(c)),
 		       size_format(v->free_bytes, e, sizeof(e)), (unsigned long long)v->leases,
 		       v->waiters);
+		print_device_details(v);
 	}
 	printf("\n%-8s %-6s %-24s %7s %10s %9s\n", "PID", "UID", "CLIENT", "LEASES", "LEASED",
 	       "CONNECTED");

@@ -110,8 +110,13 @@ enum rocmmem_handle_kind {
 	ROCMMEM_HANDLE_IPC = 4,	   /* a runtime IPC handle */
 };
 
-/* Flags for rocmmem_lease_request.flags. */
-#define ROCMMEM_LEASE_NOMAP 0x1u /* do not map host memory; rocmmem_lease_ptr returns NULL */
+/*
+ * Flags for rocmmem_lease_request.flags.
+ * ROCMMEM_LEASE_NOMAP: do not map the lease into this process; rocmmem_lease_ptr returns NULL
+ * and the raw handles stay open for the caller to import (rocmmem_lease_fd_at,
+ * rocmmem_lease_ipc_handle): for hosts that drive the GPU runtime themselves.
+ */
+#define ROCMMEM_LEASE_NOMAP 0x1u
 
 struct rocmmem_lease_request {
 	unsigned device;    /* device index, from 0 */
@@ -124,7 +129,11 @@ struct rocmmem_lease_request {
 /*
  * rocmmem_lease_acquire asks for memory and waits (up to req->timeout_ms) until the daemon
  * grants it. Host memory is mapped read-write into this process, aligned to 2 MiB so that
- * transparent huge pages can back it; the pages are not touched.
+ * transparent huge pages can back it; the pages are not touched. GPU memory is imported with
+ * the runtime the daemon uses (HIP or the CUDA driver, loaded on the first GPU lease; for HIP
+ * the library sets HSA_ENABLE_IPC_MODE_LEGACY=0 unless set, which only helps if HIP has not
+ * initialised yet), on the device with the lease's PCI bus id, as one contiguous device
+ * range even when the daemon had to build it from several physical chunks.
  * On success stores a new lease in *out, owned by the caller and freed by
  * rocmmem_lease_release (or by rocmmem_disconnect). Returns 0; -EINVAL (bad request);
  * -E2BIG (larger than the device's whole budget: it can never be granted); -ENOMEM (does not
@@ -158,16 +167,44 @@ ROCMMEM_EXPORT unsigned rocmmem_lease_device(const rocmmem_lease *lease);
 ROCMMEM_EXPORT enum rocmmem_handle_kind rocmmem_lease_handle_kind(const rocmmem_lease *lease);
 
 /*
- * rocmmem_lease_ptr returns the mapping of a host lease (rocmmem_lease_size bytes, read-write),
- * or NULL for a lease acquired with ROCMMEM_LEASE_NOMAP. The library unmaps it at release.
+ * rocmmem_lease_ptr returns where the lease's rocmmem_lease_size bytes are: for a host lease
+ * its read-write mapping in this process; for a GPU lease its device address (pass it to
+ * hipMemcpy, cuMemcpy, kernels or torch); NULL for a lease acquired with ROCMMEM_LEASE_NOMAP.
+ * The library unmaps it at release.
  */
 ROCMMEM_EXPORT void *rocmmem_lease_ptr(const rocmmem_lease *lease);
 
 /*
- * rocmmem_lease_fd returns the lease's fd (for host leases, the sealed memfd), or -1 when it
- * has none. The fd stays owned by the library and is closed at release: dup() it to keep it.
+ * rocmmem_lease_fd returns the lease's first fd kept open (a host lease's sealed memfd; a
+ * NOMAP GPU lease's first handle), or -1 when it has none (an imported GPU lease: its handles
+ * were closed once imported). The fd stays owned by the library and is closed at release:
+ * dup() it to keep it.
  */
 ROCMMEM_EXPORT int rocmmem_lease_fd(const rocmmem_lease *lease);
+
+/* rocmmem_lease_fd_count / _fd_at: every fd kept open, as rocmmem_lease_fd (-1 past the end). */
+ROCMMEM_EXPORT unsigned rocmmem_lease_fd_count(const rocmmem_lease *lease);
+ROCMMEM_EXPORT int rocmmem_lease_fd_at(const rocmmem_lease *lease, unsigned index);
+
+/*
+ * rocmmem_lease_chunk_count / _chunk_size: a VMM lease is 1 to 16 physical chunks, one fd
+ * each, to be mapped back to back in order; 0 for other kinds (0 past the end).
+ */
+ROCMMEM_EXPORT unsigned rocmmem_lease_chunk_count(const rocmmem_lease *lease);
+ROCMMEM_EXPORT uint64_t rocmmem_lease_chunk_size(const rocmmem_lease *lease, unsigned index);
+
+/*
+ * rocmmem_lease_ipc_handle copies an IPC lease's 64-byte runtime handle into handle and the
+ * lease's offset inside the allocation it opens into *offset (may be NULL): hipIpcOpenMemHandle
+ * returns the allocation's base, the lease starts offset bytes further. Returns 0, or -ENOENT
+ * for leases of other kinds.
+ */
+ROCMMEM_EXPORT int rocmmem_lease_ipc_handle(const rocmmem_lease *lease, void *handle,
+					    uint64_t *offset);
+
+/* rocmmem_lease_pci_bus_id returns the GPU's PCI bus id ("0000:03:00.0"), "" for host memory;
+ * owned by the lease. */
+ROCMMEM_EXPORT const char *rocmmem_lease_pci_bus_id(const rocmmem_lease *lease);
 
 /* rocmmem_lease_waited_ms returns how long the request waited in the daemon's queue. */
 ROCMMEM_EXPORT uint64_t rocmmem_lease_waited_ms(const rocmmem_lease *lease);
@@ -203,7 +240,30 @@ struct rocmmem_device_info {
 	uint32_t waiters; /* requests waiting for memory */
 	uint64_t leases;
 	enum rocmmem_handle_kind handle_kind;
+	const char *pci_bus_id;	      /* "" for host memory */
+	int integrated;		      /* an APU sharing host memory */
+	const char *sharing;	      /* "memfd", "vmm-fd", "dmabuf" or "ipc" */
+	const char *state;	      /* "ok", or why the device is unusable */
+	uint32_t valid;		      /* ROCMMEM_DEVICE_HAS_* bits: which fields below are known */
+	uint64_t runtime_total_bytes; /* the GPU runtime's own figures */
+	uint64_t runtime_free_bytes;
+	uint64_t external_bytes;      /* used on the device by processes outside rocmmemd */
+	const char *telemetry_source; /* "rocm-smi", "sysfs", "nvml" or "" */
+	uint64_t vram_total_bytes;
+	uint64_t vram_used_bytes;
+	uint64_t gtt_total_bytes;
+	uint64_t gtt_used_bytes;
+	int32_t temperature_mc;
+	uint32_t power_mw;
+	uint32_t busy_percent;
 };
+
+#define ROCMMEM_DEVICE_HAS_RUNTIME (1u << 0) /* runtime_*_bytes and external_bytes */
+#define ROCMMEM_DEVICE_HAS_VRAM (1u << 1)
+#define ROCMMEM_DEVICE_HAS_GTT (1u << 2)
+#define ROCMMEM_DEVICE_HAS_TEMPERATURE (1u << 3)
+#define ROCMMEM_DEVICE_HAS_POWER (1u << 4)
+#define ROCMMEM_DEVICE_HAS_BUSY (1u << 5)
 
 struct rocmmem_client_info {
 	int32_t pid;
@@ -292,6 +352,13 @@ ROCMMEM_EXPORT const struct rocmmem_model_info *rocmmem_status_model(const rocmm
 ROCMMEM_EXPORT size_t rocmmem_status_waiter_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_waiter_info *rocmmem_status_waiter(const rocmmem_status *st,
 								       size_t index);
+
+/*
+ * rocmmem_trim asks the daemon to return memory its GPU runtime caches to the driver, on one
+ * device or on all (device < 0), and stores the bytes released in *released (may be NULL).
+ * Returns 0 or a negative errno (-ENODEV: no such device).
+ */
+ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *client, int device, uint64_t *released);
 
 /* ----------------------------------------------------------------------------------------- */
 /* Events: what the daemon says unprompted */

@@ -28,6 +28,10 @@ struct abandoned {
 	uint64_t id;
 };
 
+#define LEASE_MAX_FDS 16u
+
+struct gpu_mapping;
+
 struct rocmmem_lease {
 	rocmmem_client *client;
 	struct rocmmem_lease *prev, *next; /* the client's leases, under client->lock */
@@ -35,8 +39,17 @@ struct rocmmem_lease {
 	uint64_t size;
 	unsigned device;
 	enum rocmmem_handle_kind kind;
-	int fd;
-	void *ptr;
+	/* fds kept open: a host lease's memfd; a GPU lease's handles when not imported */
+	unsigned nfds;
+	int fds[LEASE_MAX_FDS];
+	unsigned nchunks;
+	uint64_t chunk_sizes[LEASE_MAX_FDS];
+	bool has_ipc;
+	uint8_t ipc_handle[64];
+	uint64_t ipc_offset;
+	char pci_bus_id[32];
+	void *ptr;		 /* host mapping, or the device address of a GPU lease */
+	struct gpu_mapping *gpu; /* how a GPU lease was imported, for undoing it */
 	uint64_t waited_ms;
 };
 

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "gpu.h"
 #include "internal.h"
 
 /* Host leases are mapped on this boundary so that transparent huge pages can back them. */
@@ -66,12 +67,15 @@ static void unlink_lease(rocmmem_client *c, struct rocmmem_lease *l)
 
 static void unmap_and_close(struct rocmmem_lease *l)
 {
-	if (l->ptr)
+	if (l->gpu)
+		gpu_unmap(l->gpu);
+	else if (l->ptr)
 		munmap(l->ptr, (size_t)l->size);
-	if (l->fd >= 0)
-		close(l->fd);
+	for (unsigned i = 0; i < l->nfds; i++)
+		close(l->fds[i]);
+	l->gpu = NULL;
 	l->ptr = NULL;
-	l->fd = -1;
+	l->nfds = 0;
 }
 
 void lease_forget_all(rocmmem_client *c)
@@ -102,7 +106,77 @@ static int send_release(rocmmem_client *c, uint64_t id)
 	return err;
 }
 
-/* adopt turns a grant into a lease handle; takes the fds out of m. */
+/* take_fds moves the first n received fds into the lease (the message no longer owns them). */
+static void take_fds(struct rocmmem_lease *l, struct inmsg *m, unsigned n)
+{
+	for (unsigned i = 0; i < n && i < LEASE_MAX_FDS; i++) {
+		l->fds[l->nfds++] = m->fds[i];
+		m->fds[i] = -1;
+	}
+}
+
+static int adopt_host(struct rocmmem_lease *l, struct inmsg *m, uint32_t flags)
+{
+	if (m->nfds != 1)
+		return error_set(-EPROTO, "a host lease arrived with %u fds instead of 1", m->nfds);
+	take_fds(l, m, 1);
+	if (!(flags & ROCMMEM_LEASE_NOMAP)) {
+		void *p = map_aligned(l->fds[0], (size_t)l->size);
+
+		if (p == MAP_FAILED)
+			return error_set(-errno, "Could not map the lease: %s", strerror(errno));
+		l->ptr = p;
+	}
+	return 0;
+}
+
+static int adopt_gpu(rocmmem_client *c, struct rocmmem_lease *l, struct inmsg *m,
+		     const Rocmmem__Wire__LeaseGrant *g, uint32_t flags)
+{
+	struct gpu_grant gg = {0};
+	int fds[LEASE_MAX_FDS];
+	int rc;
+
+	if (m->nfds > LEASE_MAX_FDS || g->n_chunk_sizes > LEASE_MAX_FDS)
+		return error_set(-EPROTO, "a lease of %u fds and %zu chunks is more than expected",
+				 m->nfds, g->n_chunk_sizes);
+	l->nchunks = (unsigned)g->n_chunk_sizes;
+	if (l->nchunks)
+		memcpy(l->chunk_sizes, g->chunk_sizes, l->nchunks * sizeof(uint64_t));
+	if (g->has_ipc_handle) {
+		if (g->ipc_handle.len != sizeof(l->ipc_handle))
+			return error_set(-EPROTO, "an IPC handle of %zu bytes", g->ipc_handle.len);
+		memcpy(l->ipc_handle, g->ipc_handle.data, sizeof(l->ipc_handle));
+		l->has_ipc = true;
+		l->ipc_offset = g->offset;
+	}
+	snprintf(l->pci_bus_id, sizeof(l->pci_bus_id), "%s", g->pci_bus_id ? g->pci_bus_id : "");
+	if (flags & ROCMMEM_LEASE_NOMAP) {
+		/* The host imports the handles itself: they stay open until release. */
+		take_fds(l, m, m->nfds);
+		return 0;
+	}
+	gg.runtime = strcmp(c->backend, "cuda") == 0 ? GPU_CUDA : GPU_HIP;
+	gg.kind = l->kind;
+	gg.size = l->size;
+	gg.pci_bus_id = l->pci_bus_id;
+	gg.nfds = m->nfds;
+	if (m->nfds)
+		memcpy(fds, m->fds, m->nfds * sizeof(int));
+	gg.fds = fds;
+	gg.nchunks = l->nchunks;
+	gg.chunk_sizes = l->chunk_sizes;
+	gg.ipc_handle = l->has_ipc ? l->ipc_handle : NULL;
+	gg.ipc_offset = l->ipc_offset;
+	rc = gpu_import(&gg, &l->gpu, &l->ptr);
+	if (rc == 0 && gpu_dmabuf_takes_fd(l->kind)) {
+		m->fds[0] = -1; /* the runtime owns it now */
+	}
+	/* Imported handles hold the memory; the fds are no longer needed (inmsg_free closes). */
+	return rc;
+}
+
+/* adopt turns a grant into a lease handle; takes what it keeps out of m. */
 static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_request *req,
 		 rocmmem_lease **out)
 {
@@ -122,32 +196,23 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 	l->kind =
 	    g->has_handle_kind ? (enum rocmmem_handle_kind)g->handle_kind : ROCMMEM_HANDLE_NONE;
 	l->waited_ms = g->waited_ms;
-	l->fd = -1;
-	if (l->kind == ROCMMEM_HANDLE_MEMFD) {
-		if (m->nfds != 1) {
-			free(l);
-			return error_set(-EPROTO, "a host lease arrived with %u fds instead of 1",
-					 m->nfds);
-		}
-		l->fd = m->fds[0];
-		m->fds[0] = -1;
-		m->nfds = 0;
-		if (!(req->flags & ROCMMEM_LEASE_NOMAP)) {
-			void *p = map_aligned(l->fd, (size_t)l->size);
-
-			if (p == MAP_FAILED) {
-				err = -errno;
-				close(l->fd);
-				free(l);
-				return error_set(err, "Could not map the lease: %s",
-						 strerror(-err));
-			}
-			l->ptr = p;
-		}
-	} else if (m->nfds > 0) {
-		/* Other kinds are imported by their GPU runtimes; keep the first fd for them. */
-		l->fd = m->fds[0];
-		m->fds[0] = -1;
+	switch (l->kind) {
+	case ROCMMEM_HANDLE_MEMFD:
+		err = adopt_host(l, m, req->flags);
+		break;
+	case ROCMMEM_HANDLE_VMM_FD:
+	case ROCMMEM_HANDLE_DMABUF:
+	case ROCMMEM_HANDLE_IPC:
+		err = adopt_gpu(c, l, m, g, req->flags);
+		break;
+	default:
+		err = error_set(-EPROTO, "a lease of unknown kind %d", (int)l->kind);
+		break;
+	}
+	if (err) {
+		unmap_and_close(l);
+		free(l);
+		return err;
 	}
 	link_lease(c, l);
 	*out = l;
@@ -169,7 +234,7 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 		return error_set(-EINVAL, "rocmmem_lease_acquire needs a client, a request and an "
 					  "out pointer");
 	*out = NULL;
-	if (req->flags & ~ROCMMEM_LEASE_NOMAP)
+	if (req->flags & ~(uint32_t)ROCMMEM_LEASE_NOMAP)
 		return error_set(-EINVAL, "unknown lease flags 0x%x", req->flags);
 	acq.has_device = true;
 	acq.device = req->device;
@@ -257,7 +322,42 @@ ROCMMEM_EXPORT void *rocmmem_lease_ptr(const rocmmem_lease *l)
 
 ROCMMEM_EXPORT int rocmmem_lease_fd(const rocmmem_lease *l)
 {
-	return l->fd;
+	return l->nfds > 0 ? l->fds[0] : -1;
+}
+
+ROCMMEM_EXPORT unsigned rocmmem_lease_fd_count(const rocmmem_lease *l)
+{
+	return l->nfds;
+}
+
+ROCMMEM_EXPORT int rocmmem_lease_fd_at(const rocmmem_lease *l, unsigned index)
+{
+	return index < l->nfds ? l->fds[index] : -1;
+}
+
+ROCMMEM_EXPORT unsigned rocmmem_lease_chunk_count(const rocmmem_lease *l)
+{
+	return l->nchunks;
+}
+
+ROCMMEM_EXPORT uint64_t rocmmem_lease_chunk_size(const rocmmem_lease *l, unsigned index)
+{
+	return index < l->nchunks ? l->chunk_sizes[index] : 0;
+}
+
+ROCMMEM_EXPORT int rocmmem_lease_ipc_handle(const rocmmem_lease *l, void *handle, uint64_t *offset)
+{
+	if (!l->has_ipc)
+		return -ENOENT;
+	memcpy(handle, l->ipc_handle, sizeof(l->ipc_handle));
+	if (offset)
+		*offset = l->ipc_offset;
+	return 0;
+}
+
+ROCMMEM_EXPORT const char *rocmmem_lease_pci_bus_id(const rocmmem_lease *l)
+{
+	return l->pci_bus_id;
 }
 
 ROCMMEM_EXPORT uint64_t rocmmem_lease_waited_ms(const rocmmem_lease *l)

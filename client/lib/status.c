@@ -85,6 +85,44 @@ static int fill(rocmmem_status *st)
 			o->waiters = d->waiters;
 			o->leases = d->leases;
 			o->handle_kind = (enum rocmmem_handle_kind)d->handle_kind;
+			o->pci_bus_id = str(d->pci_bus_id);
+			o->integrated = d->integrated;
+			o->sharing = str(d->sharing);
+			o->state = d->state ? d->state : "ok";
+			o->telemetry_source = "";
+			if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
+				o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
+				o->runtime_total_bytes = d->runtime_total_bytes;
+				o->runtime_free_bytes = d->runtime_free_bytes;
+				o->external_bytes = d->external_bytes;
+			}
+			if (d->telemetry) {
+				Rocmmem__Wire__DeviceTelemetry *t = d->telemetry;
+
+				o->telemetry_source = str(t->source);
+				if (t->has_vram_total_bytes && t->has_vram_used_bytes) {
+					o->valid |= ROCMMEM_DEVICE_HAS_VRAM;
+					o->vram_total_bytes = t->vram_total_bytes;
+					o->vram_used_bytes = t->vram_used_bytes;
+				}
+				if (t->has_gtt_total_bytes && t->has_gtt_used_bytes) {
+					o->valid |= ROCMMEM_DEVICE_HAS_GTT;
+					o->gtt_total_bytes = t->gtt_total_bytes;
+					o->gtt_used_bytes = t->gtt_used_bytes;
+				}
+				if (t->has_temperature_mc) {
+					o->valid |= ROCMMEM_DEVICE_HAS_TEMPERATURE;
+					o->temperature_mc = t->temperature_mc;
+				}
+				if (t->has_power_mw) {
+					o->valid |= ROCMMEM_DEVICE_HAS_POWER;
+					o->power_mw = t->power_mw;
+				}
+				if (t->has_busy_percent) {
+					o->valid |= ROCMMEM_DEVICE_HAS_BUSY;
+					o->busy_percent = t->busy_percent;
+				}
+			}
 		}
 		for (size_t j = 0; j < p->n_clients; j++) {
 			Rocmmem__Wire__ClientInfo *d = p->clients[j];

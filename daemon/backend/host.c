@@ -18,30 +18,10 @@ struct host_backend {
 	uint64_t mem_available;
 };
 
-/* read_mem_available returns MemAvailable from /proc/meminfo in bytes, or 0 if unreadable. */
-static uint64_t read_mem_available(void)
-{
-	const char *path = getenv("ROCMMEM_HOST_MEMINFO"); /* tests point this at a fixture */
-	unsigned long long kib = 0;
-	char line[256];
-	FILE *f = fopen(path && path[0] ? path : "/proc/meminfo", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-			break;
-	}
-	fclose(f);
-	if (kib > UINT64_MAX / 1024)
-		return 0;
-	return (uint64_t)kib * 1024;
-}
-
 static int host_create(struct backend **out, char *why, size_t why_len)
 {
 	struct host_backend *h;
-	uint64_t avail = read_mem_available();
+	uint64_t avail = backend_host_mem_available();
 
 	if (avail < ROCMMEM_GRANULE) {
 		snprintf(why, why_len, "could not read MemAvailable from /proc/meminfo");
@@ -87,7 +67,7 @@ static int host_device_info(const struct backend *b, unsigned index, struct back
 }
 
 static int host_alloc(struct backend *b, unsigned index, uint64_t size, const char *label,
-		      struct backend_alloc *out)
+		      struct backend_alloc *out, char *why, size_t why_len)
 {
 	int fd, err;
 
@@ -97,8 +77,11 @@ static int host_alloc(struct backend *b, unsigned index, uint64_t size, const ch
 	if (size == 0 || size > (uint64_t)INT64_MAX)
 		return -EINVAL;
 	fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		err = -errno;
+		snprintf(why, why_len, "memfd_create: %s", strerror(-err));
+		return err;
+	}
 	if (ftruncate(fd, (off_t)size) < 0)
 		goto fail;
 	/*
@@ -116,13 +99,15 @@ static int host_alloc(struct backend *b, unsigned index, uint64_t size, const ch
 	return 0;
 fail:
 	err = -errno;
+	snprintf(why, why_len, "sizing and sealing a memfd: %s", strerror(-err));
 	close(fd);
 	return err;
 }
 
-static void host_release(struct backend *b, struct backend_alloc *a)
+static void host_release(struct backend *b, unsigned index, struct backend_alloc *a)
 {
 	(void)b;
+	(void)index;
 	for (unsigned i = 0; i < a->nfds; i++) {
 		/*
 		 * Punch the pages out before closing: a client that released the lease but kept

@@ -82,6 +82,10 @@ int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
 	argv[n++] = d->sock;
 	argv[n++] = "--log-level";
 	argv[n++] = "debug";
+	/* Host memory unless the test names a backend (a later --backend wins): the tests mean
+	 * the same thing on a machine that happens to have a GPU. */
+	argv[n++] = "--backend";
+	argv[n++] = "host";
 	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
 		argv[n++] = extra_args[i];
 	argv[n] = NULL;

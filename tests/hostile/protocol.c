@@ -248,13 +248,12 @@ static void test_unsupported_requests(void **state)
 	Rocmmem__Wire__EvictAck ack = ROCMMEM__WIRE__EVICT_ACK__INIT;
 	Rocmmem__Wire__Subscribe sub = ROCMMEM__WIRE__SUBSCRIBE__INIT;
 	Rocmmem__Wire__Unsubscribe unsub = ROCMMEM__WIRE__UNSUBSCRIBE__INIT;
-	Rocmmem__Wire__TrimRequest trim = ROCMMEM__WIRE__TRIM_REQUEST__INIT;
 	Rocmmem__Wire__AdminRequest admin_empty = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminRequest admin_budget = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminSetBudget set_budget = ROCMMEM__WIRE__ADMIN_SET_BUDGET__INIT;
 	Rocmmem__Wire__AdminRequest admin_kick = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminDisconnectClient kick = ROCMMEM__WIRE__ADMIN_DISCONNECT_CLIENT__INIT;
-	Rocmmem__Wire__ClientMessage msgs[13];
+	Rocmmem__Wire__ClientMessage msgs[12];
 	int fd = hostile_greeted("future-client");
 	size_t n = 0;
 
@@ -288,7 +287,6 @@ static void test_unsupported_requests(void **state)
 	ADD(evict_ack, &ack, EVICT_ACK);
 	ADD(subscribe, &sub, SUBSCRIBE);
 	ADD(unsubscribe, &unsub, UNSUBSCRIBE);
-	ADD(trim, &trim, TRIM);
 	ADD(admin, &admin_empty, ADMIN);
 	ADD(admin, &admin_budget, ADMIN);
 	ADD(admin, &admin_kick, ADMIN);
@@ -345,6 +343,48 @@ static void test_two_bodies(void **state)
 	hostile_assert_healthy();
 }
 
+/* expect_trimmed reads the reply to a trim: bytes_trimmed must be present. */
+static uint64_t expect_trimmed(int fd, uint64_t id)
+{
+	Rocmmem__Wire__ServerMessage *m = hostile_recv_reply(fd, 5000, NULL, NULL);
+	uint64_t bytes;
+
+	assert_int_equal(m->reply->id, id);
+	assert_int_equal(m->reply->has_error ? m->reply->error : 0, 0);
+	assert_int_equal(m->reply->body_case, ROCMMEM__WIRE__REPLY__BODY_TRIM);
+	assert_true(m->reply->trim->has_bytes_trimmed);
+	bytes = m->reply->trim->bytes_trimmed;
+	rocmmem__wire__server_message__free_unpacked(m, NULL);
+	return bytes;
+}
+
+/* Trim: every device or one; the host backend caches nothing, so nothing comes back. */
+static void test_trim_requests(void **state)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__TrimRequest trim = ROCMMEM__WIRE__TRIM_REQUEST__INIT;
+	static const uint32_t bad[] = {1, 7, UINT32_MAX};
+	int fd = hostile_greeted("trimmer");
+
+	(void)state;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM;
+	msg.trim = &trim;
+	assert_int_equal(hostile_send(fd, true, 200, &msg), 0);
+	assert_int_equal(expect_trimmed(fd, 200), 0);
+	trim.has_device = true;
+	trim.device = 0;
+	assert_int_equal(hostile_send(fd, true, 201, &msg), 0);
+	assert_int_equal(expect_trimmed(fd, 201), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		trim.device = bad[i];
+		assert_int_equal(hostile_send(fd, true, 202 + i, &msg), 0);
+		hostile_expect_error(fd, 202 + i, -ENODEV, "no device");
+	}
+	hostile_expect_serving(fd, 300);
+	close(fd);
+	hostile_assert_healthy();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +396,7 @@ int main(void)
 	    cmocka_unit_test(test_unknown_request_type),
 	    cmocka_unit_test(test_unknown_fields_inside_known_request),
 	    cmocka_unit_test(test_unsupported_requests),
+	    cmocka_unit_test(test_trim_requests),
 	    cmocka_unit_test(test_two_bodies),
 	};
 

@@ -203,12 +203,34 @@ static void test_backend(void **state)
 	assert_int_equal(parse(&r, "-b", "auto", NULL), 0);
 	assert_string_equal(r.opts.backend, "auto");
 
-	parse(&r, "--backend", "cuda", NULL);
-	expect_usage_error(&r, "unknown backend 'cuda'");
-	parse(&r, "-b", "", NULL);
+	assert_int_equal(parse(&r, "--backend", "cuda", NULL), 0);
+	assert_string_equal(r.opts.backend, "cuda");
+	assert_int_equal(parse(&r, "--backend", "hip", NULL), 0);
+	assert_string_equal(r.opts.backend, "hip");
+	parse(&r, "--backend", "rocm", NULL);
+	expect_usage_error(&r, "unknown backend 'rocm'");
+	parse(&r, "--backend", "", NULL);
 	expect_usage_error(&r, "unknown backend ''");
 	parse(&r, "--backend", "Host", NULL);
-	expect_usage_error(&r, "(choose from auto, host)");
+	expect_usage_error(&r, "(choose from auto, hip, cuda, host)");
+}
+
+static void test_sharing(void **state)
+{
+	static const char *const methods[] = {"auto", "vmm", "dmabuf", "ipc"};
+	struct run r;
+
+	(void)state;
+	assert_int_equal(parse(&r, NULL), 0);
+	assert_string_equal(r.opts.sharing, "auto");
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		assert_int_equal(parse(&r, "--sharing", methods[i], NULL), 0);
+		assert_string_equal(r.opts.sharing, methods[i]);
+	}
+	parse(&r, "--sharing", "nvlink", NULL);
+	expect_usage_error(&r, "unknown sharing method 'nvlink'");
+	parse(&r, "--sharing", NULL);
+	expect_usage_error(&r, "'--sharing' needs a value");
 }
 
 static void test_log_level(void **state)
@@ -311,7 +333,7 @@ static void test_help_version(void **state)
 	assert_true(strncmp(r.out, "Usage: rocmmemd", 15) == 0);
 	assert_contains(r.out, "--budget SIZE");
 	assert_contains(r.out, "--headroom SIZE");
-	assert_contains(r.out, "auto, host");
+	assert_contains(r.out, "auto, hip, cuda, host");
 	assert_string_equal(r.err, "");
 	assert_int_equal(parse(&r, "-h", NULL), 1);
 	assert_true(strncmp(r.out, "Usage: rocmmemd", 15) == 0);
@@ -375,19 +397,13 @@ static void test_parse_after_group(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),
-	    cmocka_unit_test(test_socket),
-	    cmocka_unit_test(test_budget_headroom),
-	    cmocka_unit_test(test_bad_sizes),
-	    cmocka_unit_test(test_backend),
-	    cmocka_unit_test(test_log_level),
-	    cmocka_unit_test(test_missing_value),
-	    cmocka_unit_test(test_unknown_option),
-	    cmocka_unit_test(test_unknown_option_in_group),
-	    cmocka_unit_test(test_stray_argument),
-	    cmocka_unit_test(test_help_version),
-	    cmocka_unit_test(test_parse_twice),
-	    cmocka_unit_test(test_parse_after_group),
+	    cmocka_unit_test(test_defaults),	    cmocka_unit_test(test_socket),
+	    cmocka_unit_test(test_budget_headroom), cmocka_unit_test(test_bad_sizes),
+	    cmocka_unit_test(test_backend),	    cmocka_unit_test(test_sharing),
+	    cmocka_unit_test(test_log_level),	    cmocka_unit_test(test_missing_value),
+	    cmocka_unit_test(test_unknown_option),  cmocka_unit_test(test_unknown_option_in_group),
+	    cmocka_unit_test(test_stray_argument),  cmocka_unit_test(test_help_version),
+	    cmocka_unit_test(test_parse_twice),	    cmocka_unit_test(test_parse_after_group),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/* gpuclient.c: a client process that leases device memory, writes and reads it on the GPU. */
+#include "gpuclient.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda_api.h"
+#include "hip_api.h"
+#include "rocmmem.h"
+
+#define SAMPLE ((size_t)32 << 20)
+#define TAIL ((size_t)1 << 20)
+
+static void report(int out, int64_t result, int64_t step, const rocmmem_lease *l)
+{
+	pipe_put(out, result);
+	pipe_put(out, step);
+	pipe_put(out, l ? (int64_t)rocmmem_lease_handle_kind(l) : 0);
+	pipe_put(out, l ? (int64_t)rocmmem_lease_chunk_count(l) : 0);
+	pipe_put(out, l ? (int64_t)rocmmem_lease_id(l) : 0);
+}
+
+/* copy moves bytes host <-> device with the runtime the lease came from. */
+static int copy(const struct gpu_job *job, struct hipapi *hip, struct cuapi *cuda, void *dst,
+		const void *src, size_t n, bool to_device)
+{
+	if (job->cuda) {
+		cuapi_ctx_t ctx;
+		cuapi_device_t dev;
+		int rc = cuda->cuDeviceGet(&dev, (int)job->device);
+
+		if (rc == 0)
+			rc = cuda->cuDevicePrimaryCtxRetain(&ctx, dev);
+		if (rc == 0)
+			rc = cuda->cuCtxSetCurrent(ctx);
+		if (rc == 0)
+			rc = to_device
+				 ? cuda->cuMemcpyHtoD((cuapi_deviceptr_t)(uintptr_t)dst, src, n)
+				 : cuda->cuMemcpyDtoH(dst, (cuapi_deviceptr_t)(uintptr_t)src, n);
+		return rc ? -EIO : 0;
+	}
+	hip->hipSetDevice((int)job->device);
+	return hip->hipMemcpy(dst, src, n,
+			      to_device ? HIPAPI_MEMCPY_HOST_TO_DEVICE
+					: HIPAPI_MEMCPY_DEVICE_TO_HOST) == HIPAPI_SUCCESS
+		   ? 0
+		   : -EIO;
+}
+
+int gpu_client_run(void *arg, int in, int out)
+{
+	const struct gpu_job *job = arg;
+	struct rocmmem_lease_request req = {
+	    .device = job->device, .size = job->size, .timeout_ms = job->timeout_ms};
+	struct hipapi hip;
+	struct cuapi cuda;
+	rocmmem_client *c = NULL;
+	rocmmem_lease *l = NULL;
+	uint64_t *pattern, *back;
+	size_t n = (size_t)job->size;
+	char why[256];
+	int64_t go;
+	int err;
+
+	err = rocmmem_connect(job->socket, "gpu-client", 5000, &c);
+	if (err) {
+		report(out, err, GPU_STEP_CONNECT, NULL);
+		return 0;
+	}
+	err = rocmmem_lease_acquire(c, &req, &l);
+	if (err) {
+		fprintf(stderr, "gpu client: %s\n", rocmmem_last_error());
+		report(out, err, GPU_STEP_ACQUIRE, NULL);
+		rocmmem_disconnect(c);
+		return 0;
+	}
+	/* The same runtime librocmmem loaded for the import: dlopen finds it loaded. */
+	err = job->cuda ? cuapi_load(&cuda, why, sizeof(why)) : hipapi_load(&hip, why, sizeof(why));
+	if (err) {
+		fprintf(stderr, "gpu client: %s\n", why);
+		report(out, err, GPU_STEP_RUNTIME, l);
+		return 0;
+	}
+	pattern = malloc(SAMPLE);
+	back = malloc(SAMPLE);
+	if (!pattern || !back)
+		return 50;
+	for (size_t i = 0; i < SAMPLE / sizeof(uint64_t); i++)
+		pattern[i] = (i * 0x9e3779b97f4a7c15ull) ^ (uint64_t)getpid();
+	/* The head and the tail of the lease: across chunk boundaries when there are some. */
+	for (int part = 0; part < 2; part++) {
+		size_t len = part == 0 ? (n < SAMPLE ? n : SAMPLE) : (n < TAIL ? n : TAIL);
+		char *dev = (char *)rocmmem_lease_ptr(l) + (part == 0 ? 0 : n - len);
+
+		memset(back, 0, len);
+		if (copy(job, &hip, &cuda, dev, pattern, len, true)) {
+			report(out, -EIO, GPU_STEP_WRITE, l);
+			return 0;
+		}
+		if (copy(job, &hip, &cuda, back, dev, len, false)) {
+			report(out, -EIO, GPU_STEP_READ, l);
+			return 0;
+		}
+		if (memcmp(pattern, back, len) != 0) {
+			report(out, -EBADMSG, GPU_STEP_VERIFY, l);
+			return 0;
+		}
+	}
+	report(out, 0, GPU_STEP_DONE, l);
+	free(pattern);
+	free(back);
+	if (!pipe_get(in, &go, 60000))
+		return 51;
+	err = rocmmem_lease_release(l);
+	rocmmem_disconnect(c);
+	return err ? 52 : 0;
+}
+
+bool gpu_client_report(struct child *c, struct gpu_report *r, long timeout_ms)
+{
+	return pipe_get(c->from_child, &r->result, timeout_ms) &&
+	       pipe_get(c->from_child, &r->step, timeout_ms) &&
+	       pipe_get(c->from_child, &r->kind, timeout_ms) &&
+	       pipe_get(c->from_child, &r->chunks, timeout_ms) &&
+	       pipe_get(c->from_child, &r->lease_id, timeout_ms);
+}
+
+int gpu_client_release(struct child *c)
+{
+	pipe_put(c->to_child, 1);
+	return child_wait(c, 10000);
+}
