@@ -20,6 +20,8 @@ static struct {
 	Rocmmem__Wire__DeviceInfo devices[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__DeviceTelemetry telemetry[BACKEND_MAX_DEVICES];
+	Rocmmem__Wire__DeviceProcess processes[BACKEND_MAX_DEVICES][TELEMETRY_MAX_PROCESSES];
+	Rocmmem__Wire__DeviceProcess *process_ptrs[BACKEND_MAX_DEVICES][TELEMETRY_MAX_PROCESSES];
 	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
@@ -77,8 +79,46 @@ static void fill_telemetry(Rocmmem__Wire__DeviceTelemetry *o, const struct devic
 	}
 }
 
-static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct arbiter *a, uint64_t now)
+/* is_client says whether pid has a connection to the daemon. */
+static bool is_client(const struct server *s, int32_t pid)
 {
+	const struct client *c;
+
+	TAILQ_FOREACH (c, &s->clients, link) {
+		if ((int32_t)c->pid == pid)
+			return true;
+	}
+	return false;
+}
+
+static void fill_processes(Rocmmem__Wire__DeviceInfo *o, unsigned index, const struct device *d,
+			   const struct server *s)
+{
+	const struct telemetry_sample *t = &d->telemetry;
+	unsigned n = 0;
+
+	if (!(t->valid & TELEMETRY_HAS_PROCESSES))
+		return;
+	for (unsigned j = 0; j < t->nprocesses && j < TELEMETRY_MAX_PROCESSES; j++) {
+		Rocmmem__Wire__DeviceProcess *p = &part.processes[index][n];
+
+		rocmmem__wire__device_process__init(p);
+		p->has_pid = true;
+		p->pid = t->processes[j].pid;
+		p->has_vram_bytes = true;
+		p->vram_bytes = t->processes[j].vram_bytes;
+		p->has_client = true;
+		p->client = is_client(s, p->pid);
+		part.process_ptrs[index][n++] = p;
+	}
+	o->n_processes = n;
+	o->processes = part.process_ptrs[index];
+}
+
+static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct server *s, uint64_t now)
+{
+	const struct arbiter *a = &s->arbiter;
+
 	for (unsigned i = 0; i < a->ndevices; i++) {
 		const struct device *d = &a->devices[i];
 		Rocmmem__Wire__DeviceInfo *o = &part.devices[i];
@@ -125,6 +165,8 @@ static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct arbiter *a
 		if (d->has_telemetry)
 			fill_telemetry(&part.telemetry[i], d, now);
 		o->telemetry = d->has_telemetry ? &part.telemetry[i] : NULL;
+		if (d->has_telemetry)
+			fill_processes(o, i, d, s);
 		part.device_ptrs[i] = o;
 	}
 	st->n_devices = a->ndevices;
@@ -219,7 +261,7 @@ static void send_part(struct client *c, bool first)
 	if (first) {
 		fill_daemon(&daemon, s);
 		st.daemon = &daemon;
-		fill_devices(&st, a, now);
+		fill_devices(&st, s, now);
 	}
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;

@@ -120,6 +120,22 @@ static json_object *status_json(const rocmmem_status *st)
 				add_u64(t, "busy_percent", v->busy_percent);
 			json_object_object_add(o, "telemetry", t);
 		}
+		if (rocmmem_status_process_count(st, i)) {
+			json_object *procs = json_object_new_array();
+
+			for (size_t k = 0; k < rocmmem_status_process_count(st, i); k++) {
+				const struct rocmmem_process_info *p =
+				    rocmmem_status_process(st, i, k);
+				json_object *po = json_object_new_object();
+
+				add_i64(po, "pid", p->pid);
+				add_u64(po, "vram_bytes", p->vram_bytes);
+				json_object_object_add(po, "client",
+						       json_object_new_boolean(p->client));
+				json_object_array_add(procs, po);
+			}
+			json_object_object_add(o, "processes", procs);
+		}
 		json_object_array_add(devices, o);
 	}
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
@@ -196,7 +212,8 @@ static const char *duration(uint64_t s, char *buf, size_t len)
 }
 
 /* print_device_details adds what is known beyond the budget: bus, sharing, runtime, sensors. */
-static void print_device_details(const struct rocmmem_device_info *v)
+static void print_device_details(const rocmmem_status *st, size_t index,
+				 const struct rocmmem_device_info *v)
 {
 	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
 
@@ -226,6 +243,13 @@ static void print_device_details(const struct rocmmem_device_info *v)
 			printf(" busy %u%%", v->busy_percent);
 		printf("\n");
 	}
+	for (size_t k = 0; k < rocmmem_status_process_count(st, index); k++) {
+		const struct rocmmem_process_info *p = rocmmem_status_process(st, index, k);
+
+		printf("       pid %d holds %s%s\n", (int)p->pid,
+		       size_format(p->vram_bytes, a, sizeof(a)),
+		       p->client ? " (a client)" : " outside rocmmemd");
+	}
 }
 
 static void print_table(const rocmmem_status *st)
@@ -247,7 +271,7 @@ static void print_table(const rocmmem_status *st)
 		       size_format(v->leased_bytes, c, sizeof(c)),
 		       size_format(v->free_bytes, e, sizeof(e)), (unsigned long long)v->leases,
 		       v->waiters);
-		print_device_details(v);
+		print_device_details(st, i, v);
 	}
 	printf("\n%-8s %-6s %-24s %7s %10s %9s\n", "PID", "UID", "CLIENT", "LEASES", "LEASED",
 	       "CONNECTED");

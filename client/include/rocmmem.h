@@ -72,7 +72,9 @@ typedef struct rocmmem_client rocmmem_client;
  *   characters); NULL lets the daemon name the client after its process.
  * timeout_ms: how long to keep trying while the socket is absent or refusing (a daemon that is
  *   starting) and to wait for the hello reply; 0 tries once; < 0 waits without limit.
- * On success stores a new client in *out, owned by the caller and freed with
+ * Connecting to a daemon on the HIP backend sets HSA_ENABLE_IPC_MODE_LEGACY=0 in the
+ * environment unless it is set (HIP reads it when it initialises: connect before loading
+ * models). On success stores a new client in *out, owned by the caller and freed with
  * rocmmem_disconnect. Returns 0, -ENOENT or -ECONNREFUSED (no daemon), -EACCES (no permission
  * on the socket), -ETIMEDOUT, -EPROTONOSUPPORT (the daemon speaks another protocol version),
  * -EINVAL (bad name), or another negative errno.
@@ -258,6 +260,13 @@ struct rocmmem_device_info {
 	uint32_t busy_percent;
 };
 
+/* A process holding memory on a device, as the device's telemetry sees it. */
+struct rocmmem_process_info {
+	int32_t pid;
+	uint64_t vram_bytes;
+	int client; /* connected to rocmmemd; else its memory is held outside rocmmemd */
+};
+
 #define ROCMMEM_DEVICE_HAS_RUNTIME (1u << 0) /* runtime_*_bytes and external_bytes */
 #define ROCMMEM_DEVICE_HAS_VRAM (1u << 1)
 #define ROCMMEM_DEVICE_HAS_GTT (1u << 2)
@@ -340,6 +349,10 @@ ROCMMEM_EXPORT const struct rocmmem_daemon_info *rocmmem_status_daemon(const roc
 ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_device_info *rocmmem_status_device(const rocmmem_status *st,
 								       size_t index);
+/* The processes holding memory on device device_index (largest first; 0 when unknown). */
+ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st, size_t device_index);
+ROCMMEM_EXPORT const struct rocmmem_process_info *
+rocmmem_status_process(const rocmmem_status *st, size_t device_index, size_t index);
 ROCMMEM_EXPORT size_t rocmmem_status_client_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_client_info *rocmmem_status_client(const rocmmem_status *st,
 								       size_t index);

@@ -428,6 +428,12 @@ static int say_hello(rocmmem_client *c, const char *name, int64_t deadline)
 	c->backend = strdup(h->backend ? h->backend : "");
 	c->device_count = h->has_device_count ? h->device_count : 0;
 	inmsg_free(m);
+	/*
+	 * HIP reads its IPC mode once, when it initialises: say it now, before the host loads a
+	 * model, unless the environment already decides (the legacy mode needs amdgpu-dkms).
+	 */
+	if (c->backend && strcmp(c->backend, "hip") == 0)
+		setenv("HSA_ENABLE_IPC_MODE_LEGACY", "0", 0);
 	if (!c->daemon_version || !c->backend)
 		return error_set(-ENOMEM, "out of memory");
 	return 0;

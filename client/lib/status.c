@@ -15,6 +15,9 @@ struct rocmmem_status {
 	struct rocmmem_daemon_info daemon;
 	struct rocmmem_device_info *devices;
 	size_t ndevices;
+	/* Per device: its processes (pointers into one array). */
+	struct rocmmem_process_info *processes;
+	size_t *process_first, *process_count;
 	struct rocmmem_client_info *clients;
 	size_t nclients;
 	struct rocmmem_lease_info *leases;
@@ -58,6 +61,17 @@ static int fill(rocmmem_status *st)
 			st->daemon.protocol_version = d->protocol_version;
 		}
 	}
+	size_t np = 0;
+
+	for (size_t i = 0; i < st->nparts; i++)
+		for (size_t j = 0; j < part(st, i)->n_devices; j++)
+			np += part(st, i)->devices[j]->n_processes;
+	st->processes = calloc(np ? np : 1, sizeof(*st->processes));
+	st->process_first = calloc(nd ? nd : 1, sizeof(size_t));
+	st->process_count = calloc(nd ? nd : 1, sizeof(size_t));
+	if (!st->processes || !st->process_first || !st->process_count)
+		return error_set(-ENOMEM, "out of memory");
+	np = 0;
 	st->devices = calloc(nd ? nd : 1, sizeof(*st->devices));
 	st->clients = calloc(nc ? nc : 1, sizeof(*st->clients));
 	st->leases = calloc(nl ? nl : 1, sizeof(*st->leases));
@@ -70,7 +84,17 @@ static int fill(rocmmem_status *st)
 
 		for (size_t j = 0; j < p->n_devices; j++) {
 			Rocmmem__Wire__DeviceInfo *d = p->devices[j];
-			struct rocmmem_device_info *o = &st->devices[st->ndevices++];
+			struct rocmmem_device_info *o = &st->devices[st->ndevices];
+
+			st->process_first[st->ndevices] = np;
+			st->process_count[st->ndevices] = d->n_processes;
+			for (size_t k = 0; k < d->n_processes; k++) {
+				st->processes[np].pid = d->processes[k]->pid;
+				st->processes[np].vram_bytes = d->processes[k]->vram_bytes;
+				st->processes[np].client = d->processes[k]->client;
+				np++;
+			}
+			st->ndevices++;
 
 			o->index = d->index;
 			o->name = str(d->name);
@@ -186,6 +210,9 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 		inmsg_free(st->parts[i]);
 	free(st->parts);
 	free(st->devices);
+	free(st->processes);
+	free(st->process_first);
+	free(st->process_count);
 	free(st->clients);
 	free(st->leases);
 	free(st->models);
@@ -277,3 +304,16 @@ ACCESSORS(client, clients, nclients)
 ACCESSORS(lease, leases, nleases)
 ACCESSORS(model, models, nmodels)
 ACCESSORS(waiter, waiters, nwaiters)
+
+ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st, size_t device_index)
+{
+	return device_index < st->ndevices ? st->process_count[device_index] : 0;
+}
+
+ROCMMEM_EXPORT const struct rocmmem_process_info *
+rocmmem_status_process(const rocmmem_status *st, size_t device_index, size_t index)
+{
+	if (device_index >= st->ndevices || index >= st->process_count[device_index])
+		return NULL;
+	return &st->processes[st->process_first[device_index] + index];
+}

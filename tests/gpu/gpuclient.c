@@ -51,6 +51,34 @@ static int copy(const struct gpu_job *job, struct hipapi *hip, struct cuapi *cud
 		   : -EIO;
 }
 
+/* verify writes the pattern to the head and tail of the lease and reads it back. */
+static int verify(const struct gpu_job *job, struct hipapi *hip, struct cuapi *cuda,
+		  const rocmmem_lease *l, uint64_t *pattern, uint64_t *back, int64_t *step)
+{
+	size_t n = (size_t)job->size;
+
+	/* The head and the tail of the lease: across chunk boundaries when there are some. */
+	for (int part = 0; part < 2; part++) {
+		size_t len = part == 0 ? (n < SAMPLE ? n : SAMPLE) : (n < TAIL ? n : TAIL);
+		char *dev = (char *)rocmmem_lease_ptr(l) + (part == 0 ? 0 : n - len);
+
+		memset(back, 0, len);
+		if (copy(job, hip, cuda, dev, pattern, len, true)) {
+			*step = GPU_STEP_WRITE;
+			return -EIO;
+		}
+		if (copy(job, hip, cuda, back, dev, len, false)) {
+			*step = GPU_STEP_READ;
+			return -EIO;
+		}
+		if (memcmp(pattern, back, len) != 0) {
+			*step = GPU_STEP_VERIFY;
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 int gpu_client_run(void *arg, int in, int out)
 {
 	const struct gpu_job *job = arg;
@@ -61,9 +89,9 @@ int gpu_client_run(void *arg, int in, int out)
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	uint64_t *pattern, *back;
-	size_t n = (size_t)job->size;
+
 	char why[256];
-	int64_t go;
+	int64_t go = 0, step = 0;
 	int err;
 
 	err = rocmmem_connect(job->socket, "gpu-client", 5000, &c);
@@ -91,29 +119,20 @@ int gpu_client_run(void *arg, int in, int out)
 		return 50;
 	for (size_t i = 0; i < SAMPLE / sizeof(uint64_t); i++)
 		pattern[i] = (i * 0x9e3779b97f4a7c15ull) ^ (uint64_t)getpid();
-	/* The head and the tail of the lease: across chunk boundaries when there are some. */
-	for (int part = 0; part < 2; part++) {
-		size_t len = part == 0 ? (n < SAMPLE ? n : SAMPLE) : (n < TAIL ? n : TAIL);
-		char *dev = (char *)rocmmem_lease_ptr(l) + (part == 0 ? 0 : n - len);
-
-		memset(back, 0, len);
-		if (copy(job, &hip, &cuda, dev, pattern, len, true)) {
-			report(out, -EIO, GPU_STEP_WRITE, l);
-			return 0;
-		}
-		if (copy(job, &hip, &cuda, back, dev, len, false)) {
-			report(out, -EIO, GPU_STEP_READ, l);
-			return 0;
-		}
-		if (memcmp(pattern, back, len) != 0) {
-			report(out, -EBADMSG, GPU_STEP_VERIFY, l);
-			return 0;
-		}
+	err = verify(job, &hip, &cuda, l, pattern, back, &step);
+	if (err) {
+		report(out, err, step, l);
+		return 0;
 	}
 	report(out, 0, GPU_STEP_DONE, l);
+	/* Commands: 1 release and exit; 2 verify the memory again and report. */
+	while (pipe_get(in, &go, 60000) && go == 2) {
+		err = verify(job, &hip, &cuda, l, pattern, back, &step);
+		report(out, err, err ? step : GPU_STEP_DONE, l);
+	}
 	free(pattern);
 	free(back);
-	if (!pipe_get(in, &go, 60000))
+	if (go != 1)
 		return 51;
 	err = rocmmem_lease_release(l);
 	rocmmem_disconnect(c);
@@ -133,4 +152,9 @@ int gpu_client_release(struct child *c)
 {
 	pipe_put(c->to_child, 1);
 	return child_wait(c, 10000);
+}
+
+bool gpu_client_verify(struct child *c, struct gpu_report *r)
+{
+	return pipe_put(c->to_child, 2) && gpu_client_report(c, r, 20000);
 }

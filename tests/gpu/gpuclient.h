@@ -50,4 +50,7 @@ bool gpu_client_report(struct child *c, struct gpu_report *r, long timeout_ms);
 /* gpu_client_release tells a client to release its lease and waits for its exit status. */
 int gpu_client_release(struct child *c);
 
+/* gpu_client_verify has a client write and read its lease again; returns its report. */
+bool gpu_client_verify(struct child *c, struct gpu_report *r);
+
 #endif

@@ -455,6 +455,73 @@ static void test_hip_kill9_reclaims(void **state)
 	stop(&d);
 }
 
+/* ipc_mode_child connects and reports (exit 0) whether HIP's IPC mode was set to 0. */
+static int ipc_mode_child(void *arg, int in, int out)
+{
+	const struct daemon_proc *d = arg;
+	rocmmem_client *c = NULL;
+	const char *mode;
+
+	(void)in;
+	(void)out;
+	unsetenv("HSA_ENABLE_IPC_MODE_LEGACY");
+	if (rocmmem_connect(d->sock, "ipc-mode", 5000, &c) != 0)
+		return 2;
+	mode = getenv("HSA_ENABLE_IPC_MODE_LEGACY");
+	rocmmem_disconnect(c);
+	if (!mode || strcmp(mode, "0") != 0)
+		return 1;
+	/* An explicit choice is the user's: left alone. */
+	setenv("HSA_ENABLE_IPC_MODE_LEGACY", "1", 1);
+	if (rocmmem_connect(d->sock, "ipc-mode", 5000, &c) != 0)
+		return 2;
+	mode = getenv("HSA_ENABLE_IPC_MODE_LEGACY");
+	rocmmem_disconnect(c);
+	return strcmp(mode, "1") == 0 ? 0 : 3;
+}
+
+static void test_hip_client_sets_ipc_mode(void **state)
+{
+	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
+	struct daemon_proc d;
+	struct child ch;
+
+	(void)state;
+	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
+	start(&d, args);
+	assert_int_equal(child_start(&ch, ipc_mode_child, &d), 0);
+	assert_int_equal(child_wait(&ch, 10000), 0);
+	stop(&d);
+}
+
+static void test_vmm_memory_survives_the_daemon(void **state)
+{
+	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
+	struct gpu_job job = {.size = 64 * MiB, .timeout_ms = 5000};
+	struct daemon_proc d;
+	struct gpu_report r;
+	struct child ch;
+	int status;
+
+	(void)state;
+	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
+	start(&d, args);
+	job.socket = d.sock;
+	client(&ch, &job, &r);
+	assert_int_equal(r.result, 0);
+	assert_int_equal(r.kind, ROCMMEM_HANDLE_VMM_FD);
+	/* The daemon dies: the client's imported VMM handles keep the memory alive and usable. */
+	kill(d.pid, SIGKILL);
+	assert_int_equal(waitpid(d.pid, &status, 0), d.pid);
+	d.pid = 0;
+	assert_true(gpu_client_verify(&ch, &r));
+	assert_int_equal(r.result, 0);
+	assert_int_equal(r.step, GPU_STEP_DONE);
+	/* Releasing cannot tell a dead daemon, but frees everything locally. */
+	assert_int_equal(gpu_client_release(&ch), 52);
+	harness_daemon_stop(&d);
+}
+
 static void test_hip_device_lost(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
@@ -638,6 +705,10 @@ static void test_hip_telemetry_in_status(void **state)
 	tree_dev_write(root, dev, "hwmon/hwmon3/temp1_input", "51000\n");
 	tree_dev_write(root, dev, "hwmon/hwmon3/temp1_label", "edge\n");
 	tree_dev_write(root, dev, "hwmon/hwmon3/power1_average", "87500000\n");
+	/* KFD's per-process counters: this test process (a client) and one outside rocmmemd. */
+	tree_kfd_node(root, 1, 41000, 0, (3 << 8) | (0 << 3) | 0);
+	tree_kfd_vram(root, getpid(), 41000, "8388608\n");
+	tree_kfd_vram(root, 4242, 41000, "1073741824\n");
 	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
 	start(&d, args);
 	c = harness_connect(&d, "telemetry");
@@ -657,6 +728,15 @@ static void test_hip_telemetry_in_status(void **state)
 	assert_int_equal(v->temperature_mc, 51000);
 	assert_int_equal(v->power_mw, 87500);
 	assert_int_equal(v->busy_percent, 42);
+	/* Largest first; the outsider is named as such. */
+	assert_int_equal(rocmmem_status_process_count(st, 0), 2);
+	assert_int_equal(rocmmem_status_process(st, 0, 0)->pid, 4242);
+	assert_int_equal(rocmmem_status_process(st, 0, 0)->vram_bytes, GiB);
+	assert_false(rocmmem_status_process(st, 0, 0)->client);
+	assert_int_equal(rocmmem_status_process(st, 0, 1)->pid, getpid());
+	assert_true(rocmmem_status_process(st, 0, 1)->client);
+	assert_null(rocmmem_status_process(st, 0, 2));
+	assert_null(rocmmem_status_process(st, 5, 0));
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
 	assert_true(harness_log_contains(&d, "device telemetry from sysfs"));
@@ -675,6 +755,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hip_external_usage, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_trim_returns_cache, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_kill9_reclaims, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_vmm_memory_survives_the_daemon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hip_client_sets_ipc_mode, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_device_lost, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_multi_gpu, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_soname_search, setup, teardown),
