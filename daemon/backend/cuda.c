@@ -12,6 +12,7 @@
 #include "log.h"
 #include "rocmmem.pb-c.h"
 #include "version.h"
+#include "vmm.h"
 
 struct cuda_device {
 	int ordinal;
@@ -25,11 +26,6 @@ struct cuda_backend {
 	struct cuapi api;
 	unsigned ndevices;
 	struct cuda_device devices[BACKEND_MAX_DEVICES];
-};
-
-struct cuda_vmm_alloc {
-	unsigned n;
-	cuapi_mem_handle_t handles[BACKEND_MAX_CHUNKS];
 };
 
 static const char *cu_err(const struct cuda_backend *c, cuapi_result_t err, char *buf, size_t len)
@@ -189,88 +185,91 @@ static int cuda_device_info(const struct backend *b, unsigned index, struct back
 	return 0;
 }
 
-static cuapi_result_t vmm_create(struct cuda_backend *c, const struct cuda_device *d, unsigned n,
-				 const uint64_t *sizes, struct cuda_vmm_alloc *v)
+/* The CUDA side of a VMM lease (vmm.c holds the policy). */
+struct cuda_vmm {
+	struct cuda_backend *c;
+	const struct cuda_device *d;
+};
+
+static int cuda_vmm_create(void *ctx, uint64_t size, uint64_t *handle)
 {
+	struct cuda_vmm *x = ctx;
 	struct cuapi_alloc_prop prop;
+	cuapi_mem_handle_t hh = 0;
+	cuapi_result_t err;
 
-	vmm_prop(&prop, d->ordinal);
-	for (v->n = 0; v->n < n; v->n++) {
-		cuapi_result_t err = c->api.cuMemCreate(&v->handles[v->n], sizes[v->n], &prop, 0);
+	vmm_prop(&prop, x->d->ordinal);
+	err = x->c->api.cuMemCreate(&hh, (size_t)size, &prop, 0);
+	*handle = hh;
+	return err;
+}
 
-		if (err != CUAPI_SUCCESS) {
-			while (v->n > 0)
-				c->api.cuMemRelease(v->handles[--v->n]);
-			return err;
-		}
-	}
-	return CUAPI_SUCCESS;
+static void cuda_vmm_release(void *ctx, uint64_t handle)
+{
+	struct cuda_vmm *x = ctx;
+
+	x->c->api.cuMemRelease(handle);
+}
+
+static int cuda_vmm_export(void *ctx, uint64_t handle, int *fd)
+{
+	struct cuda_vmm *x = ctx;
+
+	return x->c->api.cuMemExportToShareableHandle(fd, handle, CUAPI_MEM_HANDLE_POSIX_FD, 0);
+}
+
+static int cuda_vmm_fail(void *ctx, const char *call, int err, char *why, size_t len)
+{
+	struct cuda_vmm *x = ctx;
+
+	return fail(x->c, call, err, why, len);
+}
+
+static struct vmm_runtime cuda_vmm_runtime(struct cuda_vmm *x)
+{
+	/* No trim: cuMemRelease returns VMM memory at once, nothing is cached. */
+	struct vmm_runtime rt = {
+	    .ctx = x,
+	    .oom = CUAPI_ERROR_OUT_OF_MEMORY,
+	    .create_name = "cuMemCreate",
+	    .export_name = "cuMemExportToShareableHandle",
+	    .create = cuda_vmm_create,
+	    .release = cuda_vmm_release,
+	    .export_fd = cuda_vmm_export,
+	    .fail = cuda_vmm_fail,
+	};
+
+	return rt;
 }
 
 static int cuda_alloc(struct backend *b, unsigned index, uint64_t size, const char *label,
 		      struct backend_alloc *out, char *why, size_t why_len)
 {
 	struct cuda_backend *c = (struct cuda_backend *)b;
-	struct cuda_vmm_alloc *v;
-	const struct cuda_device *d;
-	cuapi_result_t err = CUAPI_ERROR_OUT_OF_MEMORY;
+	struct cuda_vmm x = {c, NULL};
+	struct vmm_runtime rt = cuda_vmm_runtime(&x);
+	cuapi_result_t err;
 
 	(void)label;
 	if (index >= c->ndevices)
 		return -ENODEV;
-	d = &c->devices[index];
+	x.d = &c->devices[index];
 	memset(out, 0, sizeof(*out));
 	out->size = size;
-	if ((err = current(c, d)) != CUAPI_SUCCESS)
+	if ((err = current(c, x.d)) != CUAPI_SUCCESS)
 		return fail(c, "cuCtxSetCurrent", err, why, why_len);
-	v = calloc(1, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	/* One piece first; when memory is there but fragmented, several mapped back to back. */
-	for (unsigned n = 1; n <= BACKEND_MAX_CHUNKS; n *= 2) {
-		if (backend_chunk_plan(size, d->info.granule, n, out->chunk_sizes) < 0)
-			break;
-		err = vmm_create(c, d, n, out->chunk_sizes, v);
-		if (err != CUAPI_ERROR_OUT_OF_MEMORY)
-			break;
-	}
-	if (err != CUAPI_SUCCESS) {
-		free(v);
-		return fail(c, "cuMemCreate", err, why, why_len);
-	}
-	for (unsigned i = 0; i < v->n; i++) {
-		int fd = -1;
-
-		err = c->api.cuMemExportToShareableHandle(&fd, v->handles[i],
-							  CUAPI_MEM_HANDLE_POSIX_FD, 0);
-		if (err != CUAPI_SUCCESS || fd < 0) {
-			backend_alloc_close_fds(out);
-			for (unsigned j = 0; j < v->n; j++)
-				c->api.cuMemRelease(v->handles[j]);
-			free(v);
-			return fail(c, "cuMemExportToShareableHandle",
-				    err ? err : CUAPI_ERROR_INVALID_VALUE, why, why_len);
-		}
-		out->fds[out->nfds++] = fd;
-	}
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD;
-	out->nchunks = v->n;
-	out->transient_fds = true;
-	out->priv = v;
-	return 0;
+	return vmm_alloc(&rt, size, x.d->info.granule, out, why, why_len);
 }
 
 static void cuda_release(struct backend *b, unsigned index, struct backend_alloc *a)
 {
 	struct cuda_backend *c = (struct cuda_backend *)b;
-	struct cuda_vmm_alloc *v = a->priv;
+	struct cuda_vmm x = {c, index < c->ndevices ? &c->devices[index] : NULL};
+	struct vmm_runtime rt = cuda_vmm_runtime(&x);
 
-	if (index < c->ndevices)
-		current(c, &c->devices[index]);
-	for (unsigned i = 0; v && i < v->n; i++)
-		c->api.cuMemRelease(v->handles[i]);
-	free(v);
-	a->priv = NULL;
+	if (x.d)
+		current(c, x.d);
+	vmm_release(&rt, a);
 }
 
 static int cuda_meminfo(struct backend *b, unsigned index, struct backend_meminfo *out)

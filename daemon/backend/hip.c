@@ -12,6 +12,7 @@
 #include "log.h"
 #include "rocmmem.pb-c.h"
 #include "version.h"
+#include "vmm.h"
 
 /*
  * The sharing ladder, best first, chosen per device at start by trying each:
@@ -32,11 +33,6 @@ struct hip_backend {
 	struct hipapi api;
 	unsigned ndevices;
 	struct hip_device devices[BACKEND_MAX_DEVICES];
-};
-
-struct hip_vmm_alloc {
-	unsigned n;
-	hipapi_mem_handle_t handles[BACKEND_MAX_CHUNKS];
 };
 
 #define PROBE_SIZE ((size_t)2 << 20)
@@ -313,79 +309,69 @@ static int fail(const struct hip_backend *h, const char *call, hipapi_error_t er
 	return hipapi_errno(err);
 }
 
-/* vmm_create makes the n physical chunks of a plan, all or none. */
-static hipapi_error_t vmm_create(struct hip_backend *h, const struct hip_device *d, unsigned n,
-				 const uint64_t *sizes, struct hip_vmm_alloc *v)
+/* The HIP side of a VMM lease (vmm.c holds the policy): one device, its context. */
+struct hip_vmm {
+	struct hip_backend *h;
+	const struct hip_device *d;
+};
+
+static int hip_vmm_create(void *ctx, uint64_t size, uint64_t *handle)
 {
+	struct hip_vmm *x = ctx;
 	struct hipapi_alloc_prop prop;
+	hipapi_mem_handle_t hh = NULL;
+	hipapi_error_t err;
 
-	vmm_prop(&prop, d->ordinal);
-	for (v->n = 0; v->n < n; v->n++) {
-		hipapi_error_t err = h->api.hipMemCreate(&v->handles[v->n], sizes[v->n], &prop, 0);
-
-		if (err != HIPAPI_SUCCESS) {
-			while (v->n > 0)
-				h->api.hipMemRelease(v->handles[--v->n]);
-			return err;
-		}
-	}
-	return HIPAPI_SUCCESS;
+	vmm_prop(&prop, x->d->ordinal);
+	err = x->h->api.hipMemCreate(&hh, (size_t)size, &prop, 0);
+	*handle = (uint64_t)(uintptr_t)hh;
+	return err;
 }
 
-static int alloc_vmm(struct hip_backend *h, const struct hip_device *d, uint64_t size,
-		     struct backend_alloc *out, char *why, size_t len)
+static void hip_vmm_release(void *ctx, uint64_t handle)
 {
-	struct hip_vmm_alloc *v = calloc(1, sizeof(*v));
-	hipapi_error_t err = HIPAPI_ERROR_OUT_OF_MEMORY;
-	bool trimmed = false;
-	unsigned n = 1;
+	struct hip_vmm *x = ctx;
 
-	if (!v)
-		return -ENOMEM;
-	/*
-	 * One contiguous physical allocation first; when the device has the memory but not in one
-	 * piece, 2, 4, ... chunks that the client maps back to back into one range.
-	 */
-	while (n <= BACKEND_MAX_CHUNKS) {
-		if (backend_chunk_plan(size, d->info.granule, n, out->chunk_sizes) < 0)
-			break;
-		err = vmm_create(h, d, n, out->chunk_sizes, v);
-		if (err == HIPAPI_SUCCESS)
-			break;
-		if (err != HIPAPI_ERROR_OUT_OF_MEMORY)
-			break;
-		if (!trimmed) {
-			/* Freed memory may still sit in the runtime's caches. */
-			trim_device(h, d->ordinal);
-			trimmed = true;
-			continue;
-		}
-		n *= 2;
-	}
-	if (err != HIPAPI_SUCCESS) {
-		free(v);
-		return fail(h, "hipMemCreate", err, why, len);
-	}
-	for (unsigned i = 0; i < v->n; i++) {
-		int fd = -1;
+	x->h->api.hipMemRelease((hipapi_mem_handle_t)(uintptr_t)handle);
+}
 
-		err = h->api.hipMemExportToShareableHandle(&fd, v->handles[i],
-							   HIPAPI_MEM_HANDLE_POSIX_FD, 0);
-		if (err != HIPAPI_SUCCESS || fd < 0) {
-			backend_alloc_close_fds(out);
-			for (unsigned j = 0; j < v->n; j++)
-				h->api.hipMemRelease(v->handles[j]);
-			free(v);
-			return fail(h, "hipMemExportToShareableHandle",
-				    err ? err : HIPAPI_ERROR_INVALID_VALUE, why, len);
-		}
-		out->fds[out->nfds++] = fd;
-	}
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD;
-	out->nchunks = v->n;
-	out->transient_fds = true;
-	out->priv = v;
-	return 0;
+static int hip_vmm_export(void *ctx, uint64_t handle, int *fd)
+{
+	struct hip_vmm *x = ctx;
+
+	return x->h->api.hipMemExportToShareableHandle(fd, (hipapi_mem_handle_t)(uintptr_t)handle,
+						       HIPAPI_MEM_HANDLE_POSIX_FD, 0);
+}
+
+static void hip_vmm_trim(void *ctx)
+{
+	struct hip_vmm *x = ctx;
+
+	trim_device(x->h, x->d->ordinal);
+}
+
+static int hip_vmm_fail(void *ctx, const char *call, int err, char *why, size_t len)
+{
+	struct hip_vmm *x = ctx;
+
+	return fail(x->h, call, err, why, len);
+}
+
+static struct vmm_runtime hip_vmm_runtime(struct hip_vmm *x)
+{
+	struct vmm_runtime rt = {
+	    .ctx = x,
+	    .oom = HIPAPI_ERROR_OUT_OF_MEMORY,
+	    .create_name = "hipMemCreate",
+	    .export_name = "hipMemExportToShareableHandle",
+	    .create = hip_vmm_create,
+	    .release = hip_vmm_release,
+	    .export_fd = hip_vmm_export,
+	    .trim = hip_vmm_trim,
+	    .fail = hip_vmm_fail,
+	};
+
+	return rt;
 }
 
 /* malloc_trimmed is hipMalloc, retried once after a trim when the device seems full. */
@@ -465,8 +451,12 @@ static int hip_alloc(struct backend *b, unsigned index, uint64_t size, const cha
 	if (err != HIPAPI_SUCCESS)
 		return fail(h, "hipSetDevice", err, why, why_len);
 	switch (d->info.handle_kind) {
-	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD:
-		return alloc_vmm(h, d, size, out, why, why_len);
+	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD: {
+		struct hip_vmm x = {h, d};
+		struct vmm_runtime rt = hip_vmm_runtime(&x);
+
+		return vmm_alloc(&rt, size, d->info.granule, out, why, why_len);
+	}
 	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF:
 		return alloc_dmabuf(h, d, size, out, why, why_len);
 	default:
@@ -481,13 +471,10 @@ static void hip_release(struct backend *b, unsigned index, struct backend_alloc 
 	if (index < h->ndevices)
 		h->api.hipSetDevice(h->devices[index].ordinal);
 	if (a->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD) {
-		struct hip_vmm_alloc *v = a->priv;
+		struct hip_vmm x = {h, index < h->ndevices ? &h->devices[index] : NULL};
+		struct vmm_runtime rt = hip_vmm_runtime(&x);
 
-		/* No VA reservation is held here, so releasing returns the memory (once every
-		 * importer has released its handle too). */
-		for (unsigned i = 0; v && i < v->n; i++)
-			h->api.hipMemRelease(v->handles[i]);
-		free(v);
+		vmm_release(&rt, a);
 	} else if (a->priv) {
 		h->api.hipFree(a->priv);
 	}

@@ -685,6 +685,21 @@ static void test_cuda_two_clients(void **state)
 	stop(&d);
 }
 
+static void test_cuda_chunked_lease(void **state)
+{
+	static const char *const args[] = {"--backend", "cuda", "--budget", "1G", NULL};
+	struct daemon_proc d;
+
+	(void)state;
+	/* Call 1 is the start-up probe; the single piece (2) fails: two chunks, no trim (CUDA
+	 * caches nothing). */
+	env("ROCMMEM_CUDA_LIBRARY=" FAKECUDA_PATH, "FAKECUDA_DEVICES=4G",
+	    "FAKECUDA_FAIL=cuMemCreate=2", NULL);
+	start(&d, args);
+	client_ok(&d, true, 0, 96 * MiB, ROCMMEM_HANDLE_VMM_FD, 2);
+	stop(&d);
+}
+
 static void test_hip_telemetry_in_status(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
@@ -764,6 +779,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_auto_prefers_hip_then_cuda_then_host, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_cuda_two_clients, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cuda_chunked_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_telemetry_in_status, setup, teardown),
 	};
 
