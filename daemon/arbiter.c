@@ -698,13 +698,22 @@ void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool
 		    a->ndevices);
 		return;
 	}
+	/*
+	 * One trim per device at a time: the replies come later, so backpressure would not stop
+	 * a client that pipelines trims from queueing runtime calls without bound.
+	 */
+	if (!all_devices && a->devices[device].trimming) {
+		client_reply_error(c, request_id, -EBUSY, "a trim of device %u is already running",
+				   device);
+		return;
+	}
 	t = trim_request_new(a, c, request_id);
 	if (!t) {
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		return;
 	}
 	for (unsigned i = 0; i < a->ndevices; i++)
-		if ((all_devices || i == device) && !a->devices[i].lost)
+		if ((all_devices || i == device) && !a->devices[i].lost && !a->devices[i].trimming)
 			trim_device(t, &a->devices[i]);
 	trim_request_submitted(t);
 }

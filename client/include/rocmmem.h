@@ -369,7 +369,8 @@ ROCMMEM_EXPORT const struct rocmmem_waiter_info *rocmmem_status_waiter(const roc
 /*
  * rocmmem_trim asks the daemon to return memory its GPU runtime caches to the driver, on one
  * device or on all (device < 0), and stores the bytes released in *released (may be NULL).
- * Returns 0 or a negative errno (-ENODEV: no such device).
+ * Returns 0 or a negative errno (-ENODEV: no such device; -EBUSY: a trim of that device is
+ * already running; with device < 0, devices being trimmed already are skipped).
  */
 ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *client, int device, uint64_t *released);
 

@@ -432,6 +432,57 @@ static void test_hip_trim_returns_cache(void **state)
 	stop(&d);
 }
 
+static void test_hip_pipelined_trims(void **state)
+{
+	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__TrimRequest trim = ROCMMEM__WIRE__TRIM_REQUEST__INIT;
+	enum { N = 500 };
+	unsigned ok = 0, busy = 0;
+	struct daemon_proc d;
+	int fd, base;
+
+	(void)state;
+	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
+	start(&d, args);
+	base = harness_fd_count_settled(d.pid);
+	fd = harness_raw_connect(&d);
+	assert_true(fd >= 0);
+	assert_int_equal(harness_raw_hello(fd, 1, "trim-flood"), 0);
+	/* Replies to trims come later, so the daemon's backpressure cannot stop this client:
+	 * one trim per device at a time does, and every request is answered. */
+	trim.has_device = true;
+	trim.device = 0;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM;
+	msg.trim = &trim;
+	for (uint64_t i = 0; i < N; i++) {
+		msg.has_id = true;
+		msg.id = 100 + i;
+		assert_int_equal(harness_raw_send(fd, &msg, NULL, 0), 0);
+	}
+	while (ok + busy < N) {
+		Rocmmem__Wire__ServerMessage *m = harness_raw_recv(fd, 10000, NULL, NULL, NULL);
+		int err;
+
+		assert_non_null(m);
+		assert_int_equal(m->kind_case, ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY);
+		err = m->reply->has_error ? m->reply->error : 0;
+		if (err == 0) {
+			assert_int_equal(m->reply->body_case, ROCMMEM__WIRE__REPLY__BODY_TRIM);
+			ok++;
+		} else {
+			assert_int_equal(err, -EBUSY);
+			busy++;
+		}
+		rocmmem__wire__server_message__free_unpacked(m, NULL);
+	}
+	assert_true(ok > 0);
+	close(fd);
+	client_ok(&d, false, 0, 8 * MiB, ROCMMEM_HANDLE_VMM_FD, 1);
+	assert_int_equal(harness_fd_count_settled(d.pid), base);
+	stop(&d);
+}
+
 static void test_hip_kill9_reclaims(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
@@ -769,6 +820,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hip_export_failure, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_external_usage, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_trim_returns_cache, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hip_pipelined_trims, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_kill9_reclaims, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_vmm_memory_survives_the_daemon, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_client_sets_ipc_mode, setup, teardown),
