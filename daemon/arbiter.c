@@ -11,12 +11,13 @@
 #include "client.h"
 #include "job.h"
 #include "log.h"
+#include "residency.h"
 #include "server.h"
 #include "size.h"
 #include "text.h"
 
 int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
-		 const struct budget_config *cfg)
+		 const struct budget_config *cfg, const struct residency_config *res)
 {
 	unsigned n = backend->ops->device_count(backend);
 
@@ -24,7 +25,9 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 	a->server = s;
 	a->loop = loop;
 	a->backend = backend;
+	a->evict_deadline_ms = res->evict_deadline_ms;
 	lease_table_init(&a->leases);
+	idtable_init(&a->models);
 	if (n == 0) {
 		log_error("The %s backend reports no devices", backend_name(backend));
 		return -ENODEV;
@@ -49,10 +52,17 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			return err;
 		}
 		device_init(&a->devices[i], i, &info, budget);
+		a->devices[i].exclusive_mask = res->exclusive_all | res->exclusive[i];
 		log_info("device %u: %s, %s total, budget %s, headroom %s", i, info.name,
 			 size_format(info.total_bytes, t, sizeof(t)),
 			 size_format(budget, b, sizeof(b)),
 			 size_format(a->devices[i].headroom, h, sizeof(h)));
+	}
+	for (unsigned i = n; i < BACKEND_MAX_DEVICES; i++) {
+		if (res->exclusive[i]) {
+			log_error("--exclusive names device %u, but there are %u device(s)", i, n);
+			return -EINVAL;
+		}
 	}
 	a->ndevices = n;
 	return 0;
@@ -61,6 +71,7 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 void arbiter_finish(struct arbiter *a)
 {
 	lease_table_finish(&a->leases);
+	idtable_finish(&a->models);
 	if (a->backend)
 		a->backend->ops->destroy(a->backend);
 	a->backend = NULL;
@@ -135,9 +146,9 @@ static void describe(const struct arbiter *a, const struct device *d, uint64_t r
 	if (ahead)
 		snprintf(queue_note, sizeof(queue_note), "; %u earlier request(s) wait ahead",
 			 ahead);
-	if (d->releasing)
+	if (d->releasing || residency_evicting_bytes(d))
 		snprintf(freeing_note, sizeof(freeing_note), "; %s is being freed",
-			 size_format(d->releasing, rel, sizeof(rel)));
+			 size_format(d->releasing + residency_evicting_bytes(d), rel, sizeof(rel)));
 	holders(a, d->index, who, sizeof(who));
 	snprintf(buf, len,
 		 "requested %s%s on device %u (%s): %s of its %s budget is free%s%s; held by %s",
@@ -178,9 +189,6 @@ struct trim_job {
 	struct trim_request *request;
 };
 
-static void pump(struct arbiter *a);
-static void auto_trim(struct arbiter *a, struct device *d);
-
 static void release_done(struct job *job)
 {
 	struct release_job *r = (struct release_job *)job;
@@ -189,9 +197,9 @@ static void release_done(struct job *job)
 	/* Only now is the memory really back: then it may be granted again. */
 	a->devices[job->device].releasing -= job->alloc.size;
 	device_uncharge(&a->devices[job->device], job->alloc.size);
-	auto_trim(a, &a->devices[job->device]);
+	arbiter_auto_trim(a, &a->devices[job->device]);
 	free(r);
-	pump(a);
+	arbiter_pump(a);
 }
 
 /* free_allocation hands an allocation back to the backend and uncharges it when done. */
@@ -218,11 +226,12 @@ static void free_allocation(struct arbiter *a, unsigned device, const struct bac
 	}
 }
 
-/* lease_destroy takes the lease from its owner and frees its memory (asynchronously). */
-static void lease_destroy(struct arbiter *a, struct lease *l)
+void arbiter_lease_destroy(struct arbiter *a, struct lease *l)
 {
 	struct client *c = l->owner;
 
+	if (l->model)
+		l->model->lease_bytes -= l->size;
 	lease_table_remove(&a->leases, l);
 	TAILQ_REMOVE(&c->leases, l, client_link);
 	c->lease_count--;
@@ -316,7 +325,12 @@ static void grant_done(struct job *job)
 	l->owner = c;
 	l->device = d->index;
 	l->size = job->size;
-	l->model_id = g->model_id;
+	/* Tagged with its model, if that is still registered to the same client. */
+	l->model = g->model_id ? residency_find(a, g->model_id) : NULL;
+	if (l->model && l->model->owner != c)
+		l->model = NULL;
+	if (l->model)
+		l->model->lease_bytes += l->size;
 	l->created_ms = uv_now(a->loop);
 	l->alloc = job->alloc;
 	memcpy(l->tag, g->tag, sizeof(l->tag));
@@ -382,11 +396,32 @@ static void waiter_drop(struct arbiter *a, struct waiter *w)
 	queue_remove(&a->devices[w->device].queue, w);
 	TAILQ_REMOVE(&c->waiters, w, client_link);
 	c->waiter_count--;
+	if (w->model)
+		w->model->waiters--;
 	uv_close((uv_handle_t *)&w->timer, free_waiter);
 }
 
-/* pump grants waiting requests, oldest first per device, while the oldest fits. */
-static void pump(struct arbiter *a)
+/* waiter_fits says whether w could be granted now: the budget and residency agree. */
+static bool waiter_fits(const struct arbiter *a, const struct device *d, const struct waiter *w)
+{
+	return device_fits(d, w->size) && !residency_blocked(a, d, w);
+}
+
+/* grant_waiter grants a request, from the queue or at once; w may be a template. */
+static void grant_waiter(struct arbiter *a, const struct waiter *w, uint64_t waited_ms)
+{
+	if (w->kind == WAIT_LEASE)
+		grant(a, w->client, w->request_id, &a->devices[w->device], w->size, w->tag,
+		      w->model ? w->model->id : 0, waited_ms);
+	else
+		residency_grant(a, w);
+}
+
+/*
+ * pump grants waiting requests, oldest first per device, while the oldest fits; for an oldest
+ * that does not, it asks owners of idle models to unload (only as much as needed).
+ */
+void arbiter_pump(struct arbiter *a)
 {
 	if (a->server->stopping)
 		return; /* everyone is being disconnected: granting now would be wasted work */
@@ -401,15 +436,16 @@ static void pump(struct arbiter *a)
 			struct device *d = &a->devices[i];
 			struct waiter *w;
 
-			while ((w = queue_head(&d->queue)) && device_fits(d, w->size)) {
-				struct client *c = w->client;
-				uint64_t id = w->request_id, size = w->size, model = w->model_id;
-				uint64_t waited = uv_now(a->loop) - w->enqueued_ms;
-				char tag[sizeof(w->tag)];
+			while ((w = queue_head(&d->queue))) {
+				struct waiter copy;
 
-				memcpy(tag, w->tag, sizeof(tag));
+				if (!waiter_fits(a, d, w)) {
+					residency_plan(a, d, w);
+					break;
+				}
+				copy = *w;
 				waiter_drop(a, w);
-				grant(a, c, id, d, size, tag, model, waited);
+				grant_waiter(a, &copy, uv_now(a->loop) - copy.enqueued_ms);
 			}
 		}
 	} while (a->pump_again);
@@ -426,10 +462,12 @@ static void on_timeout(uv_timer_t *timer)
 	a->counters.timeouts++;
 	describe(a, d, w->requested, w->size, queue_position(&d->queue, w), why, sizeof(why));
 	client_reply_error(w->client, w->request_id, -ETIMEDOUT,
-			   "timed out after %" PRId64 " ms waiting: %s", w->timeout_ms, why);
+			   "timed out after %" PRId64 " ms waiting%s%s%s: %s", w->timeout_ms,
+			   w->model ? " for model '" : "", w->model ? w->model->name : "",
+			   w->model ? "'" : "", why);
 	waiter_drop(a, w);
 	/* The queue's head may have changed: whoever is now first may fit. */
-	pump(a);
+	arbiter_pump(a);
 }
 
 void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
@@ -438,9 +476,9 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	const struct limits *lim = &a->server->limits;
 	unsigned dev = req->has_device ? req->device : 0;
 	int64_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
-	char why[1024], s1[SIZE_FORMAT_MAX], s2[SIZE_FORMAT_MAX];
+	char s1[SIZE_FORMAT_MAX], s2[SIZE_FORMAT_MAX];
 	struct device *d;
-	struct waiter *w;
+	struct waiter w;
 	uint64_t size;
 
 	if (!req->has_size || req->size == 0) {
@@ -467,11 +505,6 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 				   ROCMMEM_NAME_MAX);
 		return;
 	}
-	if (req->has_model_id && req->model_id != 0) {
-		client_reply_error(c, request_id, -ENOENT, "no model %" PRIu64 " is registered",
-				   req->model_id);
-		return;
-	}
 	if (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget) {
 		a->counters.denials++;
 		client_reply_error(c, request_id, -E2BIG,
@@ -487,46 +520,100 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 				   lim->max_leases);
 		return;
 	}
-	if (queue_empty(&d->queue) && device_fits(d, size)) {
-		grant(a, c, request_id, d, size, req->tag, 0, 0);
+	memset(&w, 0, sizeof(w));
+	w.kind = WAIT_LEASE;
+	if (req->has_model_id && req->model_id != 0) {
+		/* A lease tagged with a model counts towards it: the owner's model, this device. */
+		w.model = residency_find(a, req->model_id);
+		if (!w.model || w.model->owner != c) {
+			client_reply_error(c, request_id, w.model ? -EPERM : -ENOENT,
+					   "no model %" PRIu64 " of this client's", req->model_id);
+			return;
+		}
+		if (w.model->device != dev) {
+			client_reply_error(c, request_id, -EINVAL,
+					   "model '%s' lives on device %u, not %u", w.model->name,
+					   w.model->device, dev);
+			return;
+		}
+	}
+	w.client = c;
+	w.request_id = request_id;
+	w.device = dev;
+	w.size = size;
+	w.requested = req->size;
+	w.timeout_ms = timeout;
+	snprintf(w.tag, sizeof(w.tag), "%s", req->tag ? req->tag : "");
+	arbiter_admit(a, &w);
+}
+
+void arbiter_admit(struct arbiter *a, const struct waiter *t)
+{
+	const struct limits *lim = &a->server->limits;
+	struct device *d = &a->devices[t->device];
+	struct client *c = t->client;
+	char why[1024], s1[SIZE_FORMAT_MAX];
+	struct waiter *w;
+	int err;
+
+	if (d->lost) {
+		client_reply_error(c, t->request_id, -ENODEV, "device %u (%s) is unusable: %s",
+				   d->index, d->name, d->lost_reason);
 		return;
 	}
-	if (timeout == 0) {
+	/* Never: pinned models or this client's own in-use models stand in the way for good. */
+	err = residency_impossible(a, d, t, why, sizeof(why));
+	if (err) {
 		a->counters.denials++;
-		describe(a, d, req->size, size, d->queue.count, why, sizeof(why));
-		client_reply_error(c, request_id, -ENOMEM, "%s", why);
+		client_reply_error(c, t->request_id, err, "%s%s%s%s", t->model ? "model '" : "",
+				   t->model ? t->model->name : "", t->model ? "': " : "", why);
+		return;
+	}
+	if (queue_empty(&d->queue) && waiter_fits(a, d, t)) {
+		grant_waiter(a, t, 0);
+		return;
+	}
+	if (t->timeout_ms == 0) {
+		a->counters.denials++;
+		describe(a, d, t->requested, t->size, d->queue.count, why, sizeof(why));
+		client_reply_error(c, t->request_id, -ENOMEM, "%s%s%s%s", t->model ? "model '" : "",
+				   t->model ? t->model->name : "", t->model ? "': " : "", why);
 		return;
 	}
 	if (c->waiter_count >= lim->max_pending) {
 		client_reply_error(
-		    c, request_id, -EBUSY,
+		    c, t->request_id, -EBUSY,
 		    "this connection already has %u requests waiting, the most allowed",
 		    lim->max_pending);
 		return;
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
-		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		client_reply_error(c, t->request_id, -ENOMEM, "the daemon is out of memory");
 		return;
 	}
-	w->client = c;
-	w->request_id = request_id;
+	*w = *t;
 	w->seq = ++a->next_waiter_seq;
-	w->device = dev;
-	w->size = size;
-	w->requested = req->size;
-	w->timeout_ms = timeout;
 	w->enqueued_ms = uv_now(a->loop);
-	snprintf(w->tag, sizeof(w->tag), "%s", req->tag ? req->tag : "");
 	uv_timer_init(a->loop, &w->timer);
 	w->timer.data = w;
-	if (timeout > 0)
-		uv_timer_start(&w->timer, on_timeout, (uint64_t)timeout, 0);
+	if (w->timeout_ms > 0)
+		uv_timer_start(&w->timer, on_timeout, (uint64_t)w->timeout_ms, 0);
 	queue_push(&d->queue, w);
 	TAILQ_INSERT_TAIL(&c->waiters, w, client_link);
 	c->waiter_count++;
+	if (w->model)
+		w->model->waiters++;
 	log_debug("queued %s on device %u for connection %" PRIu64 " (%u waiting)",
-		  size_format(size, s1, sizeof(s1)), dev, c->id, d->queue.count);
+		  size_format(w->size, s1, sizeof(s1)), d->index, c->id, d->queue.count);
+	/* If it is first in line, owners of idle models may have to make room. */
+	arbiter_pump(a);
+}
+
+void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const char *why)
+{
+	client_reply_error(w->client, w->request_id, err, "%s", why);
+	waiter_drop(a, w);
 }
 
 void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id)
@@ -547,14 +634,14 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 				   lease_id, client_label(l->owner, owner, sizeof(owner)));
 		return;
 	}
-	lease_destroy(a, l);
+	arbiter_lease_destroy(a, l);
 	a->counters.releases++;
 	reply.has_id = true;
 	reply.id = request_id;
 	reply.has_error = true;
 	reply.error = 0;
 	client_reply(c, &reply, NULL, 0);
-	pump(a);
+	arbiter_pump(a);
 }
 
 void arbiter_client_gone(struct arbiter *a, struct client *c)
@@ -565,10 +652,11 @@ void arbiter_client_gone(struct arbiter *a, struct client *c)
 	while ((w = TAILQ_FIRST(&c->waiters)))
 		waiter_drop(a, w);
 	while ((l = TAILQ_FIRST(&c->leases))) {
-		lease_destroy(a, l);
+		arbiter_lease_destroy(a, l);
 		a->counters.reclaimed++;
 	}
-	pump(a);
+	residency_client_gone(a, c);
+	arbiter_pump(a);
 }
 
 void arbiter_device_lost(struct arbiter *a, unsigned device, const char *why)
@@ -636,7 +724,7 @@ static void trim_done(struct job *job)
 	if (--t->pending == 0)
 		trim_answer(t);
 	/* What came back may be what a waiter needs. */
-	pump(a);
+	arbiter_pump(a);
 }
 
 static void trim_device(struct trim_request *t, struct device *d)
@@ -723,7 +811,7 @@ void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool
  * waiting, or the runtime reports under a tenth free), one trim at a time: runtimes cache
  * freed memory that only a trim returns to the driver, and to processes outside rocmmemd.
  */
-static void auto_trim(struct arbiter *a, struct device *d)
+void arbiter_auto_trim(struct arbiter *a, struct device *d)
 {
 	bool tight =
 	    !queue_empty(&d->queue) || (d->has_meminfo && d->runtime_free < d->runtime_total / 10);

@@ -24,6 +24,16 @@ struct counters {
 	uint64_t failures;  /* allocations the backend refused */
 	uint64_t trims;
 	uint64_t bytes_trimmed;
+	uint64_t evictions;   /* evict requests sent */
+	uint64_t revocations; /* models whose owner missed the deadline */
+};
+
+/* Residency settings from the command line (or configuration). */
+struct residency_config {
+	uint64_t evict_deadline_ms;
+	/* Per device: mutually exclusive classes (bit per class); _all applies to every device. */
+	unsigned exclusive[BACKEND_MAX_DEVICES];
+	unsigned exclusive_all;
 };
 
 struct arbiter {
@@ -33,6 +43,8 @@ struct arbiter {
 	struct device devices[BACKEND_MAX_DEVICES];
 	unsigned ndevices;
 	struct lease_table leases;
+	struct idtable models;
+	uint64_t evict_deadline_ms; /* how long an owner has to unload an evicted model */
 	struct counters counters;
 	uint64_t next_waiter_seq;
 	bool pumping;
@@ -44,7 +56,7 @@ struct arbiter {
  * -EINVAL (bad budget, reason logged) / -ENODEV (no devices).
  */
 int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
-		 const struct budget_config *cfg);
+		 const struct budget_config *cfg, const struct residency_config *res);
 
 /* arbiter_finish destroys the backend; every client must be gone. */
 void arbiter_finish(struct arbiter *a);
@@ -58,6 +70,26 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 
 /* arbiter_client_gone drops c's waiting requests and reclaims its leases, then grants waiters. */
 void arbiter_client_gone(struct arbiter *a, struct client *c);
+
+/*
+ * arbiter_admit grants a request at once when nothing waits ahead and it fits (and no
+ * exclusive class stands in the way), refuses it when its timeout is 0, else queues it until it
+ * can be granted or times out, asking owners of idle models to unload meanwhile. w is a
+ * filled-in template (kind, client, request id, device, size, model, target, timeout, tag).
+ */
+void arbiter_admit(struct arbiter *a, const struct waiter *w);
+
+/* arbiter_cancel_waiter answers a waiting request with an error and forgets it. */
+void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const char *why);
+
+/* arbiter_pump grants waiting requests that fit now and plans evictions for the rest. */
+void arbiter_pump(struct arbiter *a);
+
+/* arbiter_lease_destroy takes a lease from its owner and frees its memory. */
+void arbiter_lease_destroy(struct arbiter *a, struct lease *l);
+
+/* arbiter_auto_trim trims a device by itself when memory is tight there. */
+void arbiter_auto_trim(struct arbiter *a, struct device *d);
 
 /*
  * arbiter_trim asks the backend to return cached memory on one device (all_devices false) or

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arbiter.h"
+#include "residency.h"
 #include "log.h"
 #include "server.h"
 #include "size.h"
@@ -100,6 +101,7 @@ int client_create(struct server *s, int fd, struct client **out)
 	c->connected_ms = uv_now(s->loop);
 	TAILQ_INIT(&c->leases);
 	TAILQ_INIT(&c->waiters);
+	TAILQ_INIT(&c->models);
 	TAILQ_INIT(&c->outq);
 	err = uv_poll_init(s->loop, &c->poll, fd);
 	if (err) {
@@ -394,20 +396,33 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 static const char *request_name(Rocmmem__Wire__ClientMessage__BodyCase body)
 {
 	switch (body) {
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER:
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE:
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE:
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER:
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
-		return "model residency";
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
 		return "telemetry subscription";
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
-		return "administration";
 	default:
 		return "this request";
+	}
+}
+
+/* dispatch_admin handles the administration requests this daemon implements. */
+static void dispatch_admin(struct client *c, uint64_t id, const Rocmmem__Wire__AdminRequest *req)
+{
+	struct arbiter *a = &c->server->arbiter;
+
+	switch (req->op_case) {
+	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL:
+		residency_admin_evict(
+		    a, c, id, req->evict_model->has_model_id ? req->evict_model->model_id : 0);
+		break;
+	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL:
+		residency_admin_pin(a, c, id, req->pin_model);
+		break;
+	default:
+		client_reply_error(
+		    c, id, -EOPNOTSUPP,
+		    "this administration request is not supported by this rocmmemd %s",
+		    ROCMMEM_VERSION_STRING);
+		break;
 	}
 }
 
@@ -432,6 +447,32 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS:
 		status_start(c, id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER:
+		residency_register(&s->arbiter, c, id, msg->model_register);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
+		residency_acquire(&s->arbiter, c, id, msg->model_acquire);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE:
+		residency_release(&s->arbiter, c, id,
+				  msg->model_release->has_model_id ? msg->model_release->model_id
+								   : 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE:
+		residency_resize(&s->arbiter, c, id, msg->model_resize);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER:
+		residency_unregister(
+		    &s->arbiter, c, id,
+		    msg->model_unregister->has_model_id ? msg->model_unregister->model_id : 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
+		residency_evict_ack(&s->arbiter, c, id,
+				    msg->evict_ack->has_model_id ? msg->evict_ack->model_id : 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
+		dispatch_admin(c, id, msg->admin);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
 		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "lease.h"
+#include "model.h"
 #include "queue.h"
 #include "rocmmem.pb-c.h"
 #include "status.h"
@@ -40,6 +41,8 @@ struct client {
 	struct lease_list leases;
 	struct waiter_list waiters;
 	unsigned waiter_count;
+	struct model_list models;
+	unsigned model_count;
 	struct outmsg_list outq;
 	size_t out_bytes;
 	uint64_t event_seq;

@@ -58,6 +58,7 @@ void device_init(struct device *dev, unsigned index, const struct backend_device
 	dev->budget = budget;
 	dev->headroom = info->total_bytes - budget;
 	queue_init(&dev->queue);
+	TAILQ_INIT(&dev->models);
 }
 
 uint64_t device_free(const struct device *dev)
@@ -84,6 +85,18 @@ void device_uncharge(struct device *dev, uint64_t bytes)
 	assert(dev->leased >= bytes && dev->leases > 0);
 	dev->leased -= bytes;
 	dev->leases--;
+}
+
+void device_reserve(struct device *dev, uint64_t bytes)
+{
+	assert(device_fits(dev, bytes));
+	dev->reserved += bytes;
+}
+
+void device_unreserve(struct device *dev, uint64_t bytes)
+{
+	assert(dev->reserved >= bytes);
+	dev->reserved -= bytes;
 }
 
 uint64_t device_external(const struct device *dev)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "model.h"
 #include "queue.h"
 #include "telemetry.h"
 
@@ -32,6 +33,9 @@ struct device {
 	uint64_t leases;    /* number of live leases */
 	uint64_t releasing; /* of leased: bytes the backend is freeing right now */
 	struct queue queue;
+	struct model_list models;
+	unsigned nmodels;
+	unsigned exclusive_mask; /* bit per model class: at most one of them resident */
 	/* Lost: the runtime reports the device gone; requests for it fail at once. */
 	bool lost;
 	char lost_reason[128];
@@ -71,6 +75,10 @@ void device_charge(struct device *dev, uint64_t bytes);
 
 /* device_uncharge returns bytes of a released lease (once the backend has freed them). */
 void device_uncharge(struct device *dev, uint64_t bytes);
+
+/* device_reserve / device_unreserve account bytes of model reservations. */
+void device_reserve(struct device *dev, uint64_t bytes);
+void device_unreserve(struct device *dev, uint64_t bytes);
 
 /*
  * device_external returns the bytes the runtime reports in use on the device beyond what

@@ -8,16 +8,18 @@
 #include <sys/queue.h>
 
 #include "backend.h"
+#include "idtable.h"
 #include "version.h"
 
 struct client;
+struct model;
 
 struct lease {
 	uint64_t id;
 	struct client *owner;
 	unsigned device;
 	uint64_t size;
-	uint64_t model_id;
+	struct model *model; /* the model it counts towards, or NULL */
 	uint64_t created_ms;
 	char tag[ROCMMEM_NAME_MAX + 1];
 	struct backend_alloc alloc;
@@ -26,27 +28,15 @@ struct lease {
 
 TAILQ_HEAD(lease_list, lease);
 
-struct lease_slot {
-	uint64_t id;
-	struct lease *lease; /* NULL once removed (a tombstone until the next compaction) */
-};
-
-/*
- * Ids are handed out in increasing order and never reused, so the index is a vector sorted by
- * id: appending is O(1), lookup O(log n), and iteration can resume after any id even when the
- * lease it stopped at has gone (status replies are streamed that way).
- */
+/* Leases by id (daemon/idtable.c): ids in grant order, never reused. */
 struct lease_table {
-	struct lease_slot *slots;
-	size_t len, cap;
-	uint64_t count; /* live leases */
-	uint64_t next_id;
+	struct idtable ids;
 };
 
 void lease_table_init(struct lease_table *t);
 /* lease_table_finish frees the index; the table must be empty. */
 void lease_table_finish(struct lease_table *t);
-/* lease_table_add gives l a fresh id and indexes it. Returns 0 or -ENOMEM (l->id unset). */
+/* lease_table_add gives l a fresh id and indexes it. Returns 0 or -ENOMEM. */
 int lease_table_add(struct lease_table *t, struct lease *l);
 /* lease_table_find returns the live lease with this id or NULL. */
 struct lease *lease_table_find(const struct lease_table *t, uint64_t id);

@@ -61,6 +61,7 @@ int main(int argc, char **argv)
 {
 	char path[sizeof(((struct server *)0)->path)];
 	struct budget_config budget = {0};
+	struct residency_config residency = {0};
 	struct backend *backend = NULL;
 	struct signals sig;
 	struct options opts;
@@ -110,7 +111,10 @@ int main(int argc, char **argv)
 	budget.headroom = opts.headroom;
 	if (opts.has_budget && opts.has_headroom)
 		log_warn("--budget given: --headroom is ignored");
-	rc = arbiter_init(&s->arbiter, s, &loop, backend, &budget);
+	residency.evict_deadline_ms = opts.evict_deadline_ms;
+	residency.exclusive_all = opts.exclusive_all;
+	memcpy(residency.exclusive, opts.exclusive, sizeof(residency.exclusive));
+	rc = arbiter_init(&s->arbiter, s, &loop, backend, &budget, &residency);
 	if (rc < 0) {
 		s->arbiter.backend = backend;
 		arbiter_finish(&s->arbiter);

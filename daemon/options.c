@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "backend.h"
+#include "model.h"
 #include "size.h"
 #include "sockpath.h"
 #include "version.h"
@@ -27,6 +29,12 @@ static void usage(FILE *f)
 	    "                         device offers), vmm, dmabuf or ipc\n"
 	    "      --budget SIZE      bytes the daemon may lease per device\n"
 	    "      --headroom SIZE    bytes kept free per device (budget = total - headroom)\n"
+	    "      --evict-deadline SECONDS  how long a model's owner has to unload it when\n"
+	    "                         asked before its memory is revoked (default 20)\n"
+	    "      --exclusive [DEVICE:]CLASS,CLASS...  classes never resident together on a\n"
+	    "                         device (all devices without DEVICE:), e.g. transformer,vae;\n"
+	    "                         classes: other, transformer, vae, text_encoder,\n"
+	    "                         image_encoder. May be repeated.\n"
 	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	    "  -h, --help             show this help and exit\n"
 	    "  -V, --version          show the version and exit\n"
@@ -46,15 +54,65 @@ static int bad_size(FILE *err, const char *opt, const char *text, int rc)
 	return -EINVAL;
 }
 
+/* parse_exclusive reads "[DEVICE:]class,class...": at least two known classes. */
+static int parse_exclusive(const char *text, struct options *opts, FILE *err)
+{
+	char buf[256], *list = buf, *save = NULL, *tok, *end;
+	unsigned mask = 0, count = 0, *target = &opts->exclusive_all;
+	const char *colon = strchr(text, ':');
+
+	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
+		goto bad;
+	if (colon) {
+		unsigned long dev;
+
+		errno = 0;
+		dev = strtoul(buf, &end, 10);
+		if (errno || end == buf || *end != ':' || buf[0] == '-' ||
+		    dev >= BACKEND_MAX_DEVICES)
+			goto bad;
+		target = &opts->exclusive[dev];
+		list = end + 1;
+	}
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned cls;
+
+		if (model_class_parse(tok, &cls) < 0) {
+			fprintf(
+			    err,
+			    "rocmmemd: --exclusive: unknown class '%s' (other, transformer, vae, "
+			    "text_encoder, image_encoder)\n",
+			    tok);
+			return -EINVAL;
+		}
+		if (!(mask & (1u << cls)))
+			count++;
+		mask |= 1u << cls;
+	}
+	if (count < 2)
+		goto bad;
+	*target |= mask;
+	return 0;
+bad:
+	fprintf(
+	    err,
+	    "rocmmemd: invalid --exclusive '%s' (expected [DEVICE:]CLASS,CLASS..., at least two "
+	    "classes, e.g. transformer,vae)\n",
+	    text);
+	return -EINVAL;
+}
+
 int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *err)
 {
-	enum { OPT_BUDGET = 256, OPT_HEADROOM, OPT_SHARING };
+	enum { OPT_BUDGET = 256, OPT_HEADROOM, OPT_SHARING, OPT_EVICT_DEADLINE, OPT_EXCLUSIVE };
 	static const struct option longopts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"backend", required_argument, NULL, 'b'},
 	    {"budget", required_argument, NULL, OPT_BUDGET},
 	    {"headroom", required_argument, NULL, OPT_HEADROOM},
 	    {"sharing", required_argument, NULL, OPT_SHARING},
+	    {"evict-deadline", required_argument, NULL, OPT_EVICT_DEADLINE},
+	    {"exclusive", required_argument, NULL, OPT_EXCLUSIVE},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -66,6 +124,7 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 	memset(opts, 0, sizeof(*opts));
 	opts->backend = "auto";
 	opts->sharing = "auto";
+	opts->evict_deadline_ms = OPTIONS_EVICT_DEADLINE_MS;
 	opts->log_level = LOG_LEVEL_INFO;
 	optind = 0; /* 0, not 1: glibc then also resets its position inside grouped options */
 	opterr = 0;
@@ -95,6 +154,24 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 				return -EINVAL;
 			}
 			opts->has_budget = true;
+			break;
+		case OPT_EVICT_DEADLINE: {
+			int64_t ms;
+
+			if (duration_parse(optarg, &ms) < 0 || ms <= 0 || ms > 3600000) {
+				fprintf(err,
+					"rocmmemd: invalid --evict-deadline '%s' (seconds, more "
+					"than 0, "
+					"at most 3600)\n",
+					optarg);
+				return -EINVAL;
+			}
+			opts->evict_deadline_ms = (uint64_t)ms;
+			break;
+		}
+		case OPT_EXCLUSIVE:
+			if (parse_exclusive(optarg, opts, err) < 0)
+				return -EINVAL;
 			break;
 		case OPT_SHARING:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "vmm") &&

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "log.h"
 
 struct options {
@@ -18,7 +19,13 @@ struct options {
 	uint64_t headroom;
 	bool has_headroom;
 	enum log_level log_level;
+	uint64_t evict_deadline_ms;		 /* --evict-deadline */
+	unsigned exclusive[BACKEND_MAX_DEVICES]; /* --exclusive N:..., bit per model class */
+	unsigned exclusive_all;			 /* --exclusive without a device */
 };
+
+/* How long an owner has to unload a model the daemon asked it to evict, by default. */
+#define OPTIONS_EVICT_DEADLINE_MS 20000
 
 /* Exit statuses of rocmmemd. */
 #define ROCMMEMD_EXIT_OK 0

@@ -11,16 +11,26 @@
 #include "version.h"
 
 struct client;
+struct model;
 
-/* One waiting lease request. It lives on its device's queue and on its client's list. */
+enum waiter_kind {
+	WAIT_LEASE,	    /* a lease (tagged with model_id when non-zero) */
+	WAIT_MODEL_ACQUIRE, /* a model becoming resident: reserve size, then in use */
+	WAIT_MODEL_RESIZE,  /* a model's reservation growing to target */
+};
+
+/* One waiting request. It lives on its device's queue and on its client's list. */
 struct waiter {
+	enum waiter_kind kind;
+	struct model *model; /* model waits; NULL for leases */
+	uint64_t target;     /* WAIT_MODEL_RESIZE: the reservation asked for */
 	TAILQ_ENTRY(waiter) queue_link;
 	TAILQ_ENTRY(waiter) client_link;
 	struct client *client;
 	uint64_t request_id;
 	uint64_t seq; /* daemon-wide arrival number */
 	unsigned device;
-	uint64_t size;	    /* rounded to the granule */
+	uint64_t size;	    /* bytes it needs, rounded to the granule */
 	uint64_t requested; /* as asked */
 	uint64_t model_id;
 	int64_t timeout_ms; /* < 0: no limit */

@@ -26,6 +26,8 @@ static struct {
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo *lease_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ModelInfo models[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ModelInfo *model_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__WaiterInfo queue[STATUS_PART_ITEMS];
 	Rocmmem__Wire__WaiterInfo *queue_ptrs[STATUS_PART_ITEMS];
 } part;
@@ -207,9 +209,9 @@ static void fill_lease(Rocmmem__Wire__LeaseInfo *o, const struct lease *l, uint6
 	o->tag = (char *)l->tag;
 	o->has_age_ms = true;
 	o->age_ms = now - l->created_ms;
-	if (l->model_id) {
+	if (l->model) {
 		o->has_model_id = true;
-		o->model_id = l->model_id;
+		o->model_id = l->model->id;
 	}
 }
 
@@ -227,6 +229,58 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 	o->has_timeout_ms = true;
 	o->timeout_ms = w->timeout_ms;
 	o->tag = (char *)w->tag;
+	if (w->model) {
+		o->has_model_id = true;
+		o->model_id = w->model->id;
+	}
+}
+
+static void fill_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now)
+{
+	rocmmem__wire__model_info__init(o);
+	o->has_id = true;
+	o->id = m->id;
+	o->name = (char *)m->name;
+	o->has_class_ = true;
+	o->class_ = (Rocmmem__Wire__ModelClass)m->model_class;
+	o->has_owner_pid = true;
+	o->owner_pid = (int32_t)m->owner->pid;
+	o->has_device = true;
+	o->device = m->device;
+	o->has_bytes = true;
+	o->bytes = model_resident(m);
+	o->has_state = true;
+	switch (model_state(m)) {
+	case MODEL_EVICTED:
+		o->state = m->waiters ? ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_WAITING
+				      : ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_EVICTED;
+		break;
+	case MODEL_IDLE:
+		o->state = ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_IDLE;
+		break;
+	case MODEL_IN_USE:
+		o->state = ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_IN_USE;
+		break;
+	case MODEL_EVICTING:
+		o->state = ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_EVICTING;
+		break;
+	}
+	o->has_priority = true;
+	o->priority = m->priority;
+	o->has_pinned = true;
+	o->pinned = m->pinned;
+	o->has_size = true;
+	o->size = m->size;
+	o->has_reservation_bytes = true;
+	o->reservation_bytes = m->reservation;
+	o->has_lease_bytes = true;
+	o->lease_bytes = m->lease_bytes;
+	o->has_idle_ms = true;
+	o->idle_ms = m->use_count ? 0 : now - m->last_used_ms;
+	o->has_use_count = true;
+	o->use_count = m->use_count;
+	o->has_evictions = true;
+	o->evictions = m->evictions;
 }
 
 /* next_waiter finds the first waiter after the cursor, moving on through the devices. */
@@ -265,6 +319,7 @@ static void send_part(struct client *c, bool first)
 	}
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;
+	st.models = part.model_ptrs;
 	st.queue = part.queue_ptrs;
 	while (items < STATUS_PART_ITEMS && cur->stage != STATUS_IDLE) {
 		if (cur->stage == STATUS_CLIENTS) {
@@ -286,8 +341,7 @@ static void send_part(struct client *c, bool first)
 			const struct lease *l = lease_table_next(&a->leases, cur->after);
 
 			if (!l) {
-				cur->stage = STATUS_QUEUE;
-				cur->device = 0;
+				cur->stage = STATUS_MODELS;
 				cur->after = 0;
 				continue;
 			}
@@ -295,6 +349,20 @@ static void send_part(struct client *c, bool first)
 			part.lease_ptrs[st.n_leases] = &part.leases[st.n_leases];
 			st.n_leases++;
 			cur->after = l->id;
+		} else if (cur->stage == STATUS_MODELS) {
+			uint64_t id;
+			const struct model *m = idtable_next(&a->models, cur->after, &id);
+
+			if (!m) {
+				cur->stage = STATUS_QUEUE;
+				cur->device = 0;
+				cur->after = 0;
+				continue;
+			}
+			fill_model(&part.models[st.n_models], m, now);
+			part.model_ptrs[st.n_models] = &part.models[st.n_models];
+			st.n_models++;
+			cur->after = id;
 		} else {
 			const struct waiter *w = next_waiter(cur, a);
 

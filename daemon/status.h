@@ -12,6 +12,7 @@ enum status_stage {
 	STATUS_IDLE = 0,
 	STATUS_CLIENTS,
 	STATUS_LEASES,
+	STATUS_MODELS,
 	STATUS_QUEUE,
 };
 

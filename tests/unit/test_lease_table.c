@@ -39,7 +39,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	free(f->table.slots);
+	free(f->table.ids.slots);
 	free(f->leases);
 	free(f);
 	return 0;
@@ -59,16 +59,16 @@ static void test_init_finish_empty(void **state)
 	(void)state;
 	memset(&t, 0xff, sizeof(t));
 	lease_table_init(&t);
-	assert_int_equal(t.count, 0);
-	assert_int_equal(t.next_id, 1);
+	assert_int_equal(t.ids.count, 0);
+	assert_int_equal(t.ids.next_id, 1);
 	assert_null(lease_table_find(&t, 0));
 	assert_null(lease_table_find(&t, 1));
 	assert_null(lease_table_next(&t, 0));
 	assert_null(lease_table_next(&t, UINT64_MAX));
 	lease_table_finish(&t);
-	assert_null(t.slots);
-	assert_int_equal(t.len, 0);
-	assert_int_equal(t.cap, 0);
+	assert_null(t.ids.slots);
+	assert_int_equal(t.ids.len, 0);
+	assert_int_equal(t.ids.cap, 0);
 }
 
 static void test_ids(void **state)
@@ -80,7 +80,7 @@ static void test_ids(void **state)
 	add(t, &l[0], 1);
 	add(t, &l[1], 2);
 	add(t, &l[2], 3);
-	assert_int_equal(t->count, 3);
+	assert_int_equal(t->ids.count, 3);
 
 	/* Removing the newest does not give its id back. */
 	lease_table_remove(t, &l[2]);
@@ -88,15 +88,15 @@ static void test_ids(void **state)
 	lease_table_remove(t, &l[0]);
 	lease_table_remove(t, &l[1]);
 	lease_table_remove(t, &l[3]);
-	assert_int_equal(t->count, 0);
+	assert_int_equal(t->ids.count, 0);
 	add(t, &l[4], 5);
-	assert_int_equal(t->count, 1);
+	assert_int_equal(t->ids.count, 1);
 	lease_table_remove(t, &l[4]);
 
 	/* Finishing an emptied table frees its index. */
 	lease_table_finish(t);
-	assert_null(t->slots);
-	assert_int_equal(t->len, 0);
+	assert_null(t->ids.slots);
+	assert_int_equal(t->ids.len, 0);
 }
 
 static void test_find(void **state)
@@ -117,7 +117,7 @@ static void test_find(void **state)
 	assert_null(lease_table_find(t, 5));
 	assert_null(lease_table_find(t, 1000));
 	assert_null(lease_table_find(t, UINT64_MAX));
-	assert_int_equal(t->count, 3);
+	assert_int_equal(t->ids.count, 3);
 
 	lease_table_remove(t, &l[0]);
 	lease_table_remove(t, &l[2]);
@@ -151,7 +151,7 @@ static void test_next(void **state)
 	lease_table_remove(t, &l[1]);
 	lease_table_remove(t, &l[4]);
 	assert_null(lease_table_next(t, 0));
-	assert_int_equal(t->count, 0);
+	assert_int_equal(t->ids.count, 0);
 }
 
 /* assert_live checks find, next and count against the expected set of live leases. */
@@ -171,7 +171,7 @@ static void assert_live(const struct fixture *f, const bool *live, unsigned issu
 			fail_msg("lease %u found after removal", i + 1);
 		}
 	}
-	assert_int_equal(t->count, count);
+	assert_int_equal(t->ids.count, count);
 	/* Iteration visits exactly the live leases, in id order. */
 	for (unsigned i = 0; i < issued; i++) {
 		struct lease *got;
@@ -197,7 +197,7 @@ static void test_many(void **state)
 		add(t, &f->leases[i], i + 1);
 		live[i] = true;
 	}
-	assert_int_equal(t->count, MANY);
+	assert_int_equal(t->ids.count, MANY);
 	assert_live(f, live, MANY);
 
 	/* Every other one, oldest first. */
@@ -205,7 +205,7 @@ static void test_many(void **state)
 		lease_table_remove(t, &f->leases[i]);
 		live[i] = false;
 	}
-	assert_int_equal(t->count, MANY / 2);
+	assert_int_equal(t->ids.count, MANY / 2);
 	assert_live(f, live, MANY);
 
 	/* All but the last, newest first. */
@@ -215,12 +215,12 @@ static void test_many(void **state)
 			live[i] = false;
 		}
 	}
-	assert_int_equal(t->count, 1);
+	assert_int_equal(t->ids.count, 1);
 	assert_live(f, live, MANY);
 	assert_ptr_equal(lease_table_next(t, 0), &f->leases[MANY - 1]);
 	assert_ptr_equal(lease_table_find(t, MANY), &f->leases[MANY - 1]);
 	/* Tombstones were dropped along the way. */
-	assert_true(t->len < 1000);
+	assert_true(t->ids.len < 1000);
 
 	/* Ids keep increasing after compaction. */
 	for (unsigned i = 0; i < 10; i++) {
@@ -229,11 +229,11 @@ static void test_many(void **state)
 	}
 	assert_ptr_equal(lease_table_next(t, MANY), &f->leases[0]);
 	assert_ptr_equal(lease_table_next(t, MANY + 10), NULL);
-	assert_int_equal(t->count, 11);
+	assert_int_equal(t->ids.count, 11);
 	for (unsigned i = 0; i < 10; i++)
 		lease_table_remove(t, &f->leases[i]);
 	lease_table_remove(t, &f->leases[MANY - 1]);
-	assert_int_equal(t->count, 0);
+	assert_int_equal(t->ids.count, 0);
 	assert_null(lease_table_next(t, 0));
 	lease_table_finish(t);
 	free(live);
@@ -253,10 +253,10 @@ static void test_churn(void **state)
 		assert_ptr_equal(lease_table_find(t, id), tmp);
 		lease_table_remove(t, tmp);
 		assert_null(lease_table_find(t, id));
-		if (t->cap > max_cap)
-			max_cap = t->cap;
+		if (t->ids.cap > max_cap)
+			max_cap = t->ids.cap;
 	}
-	assert_int_equal(t->count, 1);
+	assert_int_equal(t->ids.count, 1);
 	assert_ptr_equal(lease_table_find(t, 1), keep);
 	assert_ptr_equal(lease_table_next(t, 0), keep);
 	assert_null(lease_table_next(t, 1));
@@ -282,7 +282,7 @@ static void test_random(void **state)
 		x ^= x >> 7;
 		x ^= x << 17;
 		r = (unsigned)(x % 100);
-		if (issued < MANY && (r < 55 || f->table.count == 0)) {
+		if (issued < MANY && (r < 55 || f->table.ids.count == 0)) {
 			add(&f->table, &f->leases[issued], issued + 1);
 			live[issued++] = true;
 		} else {
@@ -304,7 +304,7 @@ static void test_random(void **state)
 	for (unsigned i = 0; i < issued; i++)
 		if (live[i])
 			lease_table_remove(&f->table, &f->leases[i]);
-	assert_int_equal(f->table.count, 0);
+	assert_int_equal(f->table.ids.count, 0);
 	lease_table_finish(&f->table);
 	free(live);
 }

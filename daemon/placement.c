@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/* placement.c: the eviction policy: conflicts, victims in priority and LRU order, dead ends. */
+#include "placement.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "size.h"
+
+static bool in_set(unsigned mask, unsigned model_class)
+{
+	return model_class < 32 && (mask & (1u << model_class));
+}
+
+/* conflicting says whether m's residency excludes the request's model. */
+static bool conflicting(const struct placement_request *r, const struct model *m)
+{
+	const struct model *want = r->model;
+
+	return want && m != want && in_set(r->exclusive_mask, want->model_class) &&
+	       in_set(r->exclusive_mask, m->model_class) && m->model_class != want->model_class &&
+	       model_state(m) != MODEL_EVICTED;
+}
+
+bool placement_conflicts(const struct placement_request *r, struct model *const *models, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (conflicting(r, models[i]))
+			return true;
+	return false;
+}
+
+/* victim_order: lower priority first, then least recently used, then oldest. */
+static int victim_order(const void *pa, const void *pb)
+{
+	const struct model *a = *(struct model *const *)pa, *b = *(struct model *const *)pb;
+
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	if (a->last_used_ms != b->last_used_ms)
+		return a->last_used_ms < b->last_used_ms ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static bool chosen(const struct placement_plan *p, const struct model *m)
+{
+	for (unsigned i = 0; i < p->nvictims; i++)
+		if (p->victims[i] == m)
+			return true;
+	return false;
+}
+
+void placement_plan(const struct placement_request *r, struct model *const *models, size_t n,
+		    struct placement_plan *out)
+{
+	struct model *candidates[PLACEMENT_MAX_VICTIMS];
+	uint64_t coming = r->free_bytes + r->evicting_bytes, evictable = 0;
+	size_t ncand = 0;
+
+	out->nvictims = 0;
+	out->must_wait = false;
+	/* Exclusive conflicts go whatever the bytes say. */
+	for (size_t i = 0; i < n; i++) {
+		struct model *m = models[i];
+
+		if (!conflicting(r, m) || model_state(m) == MODEL_EVICTING)
+			continue;
+		if (model_evictable(m) && out->nvictims < PLACEMENT_MAX_VICTIMS) {
+			out->victims[out->nvictims++] = m;
+			coming += model_resident(m);
+		} else {
+			out->must_wait = true; /* in use (or pinned: refused at request time) */
+		}
+	}
+	if (coming >= r->bytes)
+		return;
+	for (size_t i = 0; i < n && ncand < PLACEMENT_MAX_VICTIMS; i++) {
+		struct model *m = models[i];
+
+		if (m != r->model && model_evictable(m) && !chosen(out, m)) {
+			candidates[ncand++] = m;
+			evictable += model_resident(m);
+		}
+	}
+	if (coming + evictable < r->bytes) {
+		/* Evicting everything idle would not be enough: wait for a release instead of
+		 * unloading models for nothing. */
+		out->must_wait = true;
+		return;
+	}
+	qsort(candidates, ncand, sizeof(candidates[0]), victim_order);
+	for (size_t i = 0; i < ncand && coming < r->bytes; i++) {
+		if (out->nvictims == PLACEMENT_MAX_VICTIMS)
+			break;
+		out->victims[out->nvictims++] = candidates[i];
+		coming += model_resident(candidates[i]);
+	}
+}
+
+int placement_impossible(const struct placement_request *r, struct model *const *models, size_t n,
+			 uint64_t budget, char *why, size_t why_len)
+{
+	uint64_t pinned = 0, own_in_use = 0;
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct model *m = models[i];
+
+		if (m == r->model)
+			continue;
+		if (conflicting(r, m) && m->pinned) {
+			snprintf(why, why_len,
+				 "%s '%s' is pinned and its class excludes %s on this device",
+				 model_class_name(m->model_class), m->name,
+				 model_class_name(r->model->model_class));
+			return -EDEADLK;
+		}
+		if (conflicting(r, m) && m->owner == r->requester &&
+		    model_state(m) == MODEL_IN_USE) {
+			snprintf(
+			    why, why_len,
+			    "%s '%s' is in use by this client and its class excludes %s: release "
+			    "it first",
+			    model_class_name(m->model_class), m->name,
+			    model_class_name(r->model->model_class));
+			return -EDEADLK;
+		}
+		if (m->pinned)
+			pinned += model_resident(m);
+		else if (m->owner == r->requester && model_state(m) == MODEL_IN_USE)
+			own_in_use += model_resident(m);
+	}
+	if (r->bytes > budget || pinned > budget - r->bytes) {
+		snprintf(why, why_len,
+			 "pinned models hold %s of the %s budget: %s can never fit beside them",
+			 size_format(pinned, a, sizeof(a)), size_format(budget, b, sizeof(b)),
+			 size_format(r->bytes, c, sizeof(c)));
+		return -E2BIG;
+	}
+	if (own_in_use > budget - pinned - r->bytes) {
+		snprintf(why, why_len,
+			 "this client's models in use hold %s: %s fits only if it releases some "
+			 "first",
+			 size_format(own_in_use, a, sizeof(a)),
+			 size_format(r->bytes, b, sizeof(b)));
+		return -EDEADLK;
+	}
+	return 0;
+}

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/* residency.c: models across processes: registration, use, and cooperative eviction. */
+#include "residency.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arbiter.h"
+#include "client.h"
+#include "device.h"
+#include "log.h"
+#include "model.h"
+#include "placement.h"
+#include "server.h"
+#include "size.h"
+#include "text.h"
+
+/* The most models one connection may register. */
+#define RESIDENCY_MAX_MODELS 256u
+
+static void reply_ok(struct client *c, uint64_t request_id)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+
+	reply.has_id = true;
+	reply.id = request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	client_reply(c, &reply, NULL, 0);
+}
+
+struct model *residency_find(const struct arbiter *a, uint64_t model_id)
+{
+	return idtable_find(&a->models, model_id);
+}
+
+/* owned finds a model the client may act on as its owner, replying the refusal otherwise. */
+static struct model *owned(struct arbiter *a, struct client *c, uint64_t request_id,
+			   uint64_t model_id)
+{
+	struct model *m = residency_find(a, model_id);
+	char who[128];
+
+	if (!m) {
+		client_reply_error(c, request_id, -ENOENT, "no model %" PRIu64, model_id);
+		return NULL;
+	}
+	if (m->owner != c) {
+		client_reply_error(c, request_id, -EPERM, "model %" PRIu64 " '%s' belongs to %s",
+				   model_id, m->name, client_label(m->owner, who, sizeof(who)));
+		return NULL;
+	}
+	return m;
+}
+
+uint64_t residency_evicting_bytes(const struct device *d)
+{
+	const struct model *m;
+	uint64_t bytes = 0;
+
+	TAILQ_FOREACH (m, &d->models, device_link) {
+		if (m->evicting)
+			bytes += model_resident(m);
+	}
+	return bytes;
+}
+
+/* device_models lists a device's models for the placement policy (caller frees). */
+static struct model **device_models(const struct device *d, size_t *n)
+{
+	struct model **v = calloc(d->nmodels ? d->nmodels : 1, sizeof(*v));
+	struct model *m;
+
+	*n = 0;
+	if (!v)
+		return NULL;
+	TAILQ_FOREACH (m, &d->models, device_link) {
+		if (*n < d->nmodels)
+			v[(*n)++] = m;
+	}
+	return v;
+}
+
+static void request_of(const struct arbiter *a, const struct device *d, const struct waiter *w,
+		       struct placement_request *r)
+{
+	(void)a;
+	memset(r, 0, sizeof(*r));
+	r->bytes = w->size;
+	r->free_bytes = device_free(d);
+	r->evicting_bytes = residency_evicting_bytes(d);
+	r->exclusive_mask = d->exclusive_mask;
+	r->model = w->model;
+	r->requester = w->client;
+}
+
+bool residency_blocked(const struct arbiter *a, const struct device *d, const struct waiter *w)
+{
+	struct placement_request r;
+	struct model **v;
+	size_t n;
+	bool blocked;
+
+	if (!w->model)
+		return false;
+	if (w->model->evicting)
+		return true;
+	if (!d->exclusive_mask)
+		return false;
+	request_of(a, d, w, &r);
+	v = device_models(d, &n);
+	blocked = v ? placement_conflicts(&r, v, n) : true;
+	free(v);
+	return blocked;
+}
+
+int residency_impossible(const struct arbiter *a, const struct device *d, const struct waiter *w,
+			 char *why, size_t why_len)
+{
+	struct placement_request r;
+	struct model **v;
+	size_t n;
+	int rc;
+
+	request_of(a, d, w, &r);
+	v = device_models(d, &n);
+	if (!v)
+		return 0;
+	rc = placement_impossible(&r, v, n, d->budget, why, why_len);
+	free(v);
+	return rc;
+}
+
+/* answer_admin tells an administrator waiting on this eviction that it is over. */
+static void answer_admin(struct model *m, int err, const char *why)
+{
+	struct client *c = m->evict_requester;
+
+	if (!c)
+		return;
+	m->evict_requester = NULL;
+	if (c->closing)
+		return;
+	if (err)
+		client_reply_error(c, m->evict_request_id, err, "%s", why);
+	else
+		reply_ok(c, m->evict_request_id);
+}
+
+/* unload takes a model's memory back: after its owner's ack, or when revoked (reason set). */
+static void unload(struct arbiter *a, struct model *m, const char *revoked)
+{
+	struct device *d = &a->devices[m->device];
+	struct client *c = m->owner;
+	char sz[SIZE_FORMAT_MAX], who[128];
+	uint64_t bytes = model_resident(m);
+	struct lease *l, *next;
+
+	if (m->evicting) {
+		uv_timer_stop(&m->deadline);
+		m->evicting = false;
+		m->evictions++;
+	}
+	if (m->reservation) {
+		device_unreserve(d, m->reservation);
+		m->reservation = 0;
+	}
+	/* Leases still tagged with it: their memory goes too, and the owner is told. */
+	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
+		next = TAILQ_NEXT(l, client_link);
+		if (l->model == m) {
+			Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+			Rocmmem__Wire__LeaseRevoked body = ROCMMEM__WIRE__LEASE_REVOKED__INIT;
+
+			body.has_lease_id = true;
+			body.lease_id = l->id;
+			body.reason = (char *)(revoked ? revoked : "its model was evicted");
+			ev.body_case = ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED;
+			ev.lease_revoked = &body;
+			client_event(c, &ev);
+			arbiter_lease_destroy(a, l);
+		}
+	}
+	if (revoked) {
+		Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+		Rocmmem__Wire__ModelRevoked body = ROCMMEM__WIRE__MODEL_REVOKED__INIT;
+
+		a->counters.revocations++;
+		body.has_model_id = true;
+		body.model_id = m->id;
+		body.reason = (char *)revoked;
+		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED;
+		ev.model_revoked = &body;
+		client_event(c, &ev);
+		log_warn("revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
+			 size_format(bytes, sz, sizeof(sz)), client_label(c, who, sizeof(who)),
+			 revoked);
+	} else {
+		log_info("model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
+			 client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
+	}
+	answer_admin(m, 0, NULL);
+	arbiter_auto_trim(a, d);
+}
+
+static void on_deadline(uv_timer_t *timer)
+{
+	struct model *m = timer->data;
+	struct arbiter *a = &m->owner->server->arbiter;
+	char why[128];
+
+	snprintf(why, sizeof(why), "did not unload within %.3g s of being asked",
+		 (double)a->evict_deadline_ms / 1000.0);
+	unload(a, m, why);
+	arbiter_pump(a);
+}
+
+/* send_evict asks m's owner to unload it within the deadline. */
+static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed,
+		       const struct client *for_whom)
+{
+	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+	Rocmmem__Wire__EvictRequest body = ROCMMEM__WIRE__EVICT_REQUEST__INIT;
+	char sz[SIZE_FORMAT_MAX], owner[128], who[128];
+
+	m->evicting = true;
+	m->evict_started_ms = uv_now(a->loop);
+	uv_timer_start(&m->deadline, on_deadline, a->evict_deadline_ms, 0);
+	a->counters.evictions++;
+	body.has_model_id = true;
+	body.model_id = m->id;
+	body.has_bytes_needed = true;
+	body.bytes_needed = bytes_needed;
+	body.has_deadline_ms = true;
+	body.deadline_ms = (uint32_t)a->evict_deadline_ms;
+	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST;
+	ev.evict_request = &body;
+	log_info("asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
+		 client_label(m->owner, owner, sizeof(owner)), m->id, m->name,
+		 model_class_name(m->model_class), size_format(model_resident(m), sz, sizeof(sz)),
+		 for_whom ? client_label(for_whom, who, sizeof(who)) : "an administrator");
+	client_event(m->owner, &ev);
+}
+
+void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w)
+{
+	struct placement_request r;
+	struct placement_plan plan;
+	struct model **v;
+	size_t n;
+
+	if (d->nmodels == 0)
+		return;
+	request_of(a, d, w, &r);
+	v = device_models(d, &n);
+	if (!v)
+		return;
+	placement_plan(&r, v, n, &plan);
+	for (unsigned i = 0; i < plan.nvictims; i++)
+		send_evict(a, plan.victims[i], w->size, w->client);
+	free(v);
+}
+
+void residency_grant(struct arbiter *a, const struct waiter *w)
+{
+	struct device *d = &a->devices[w->device];
+	struct model *m = w->model;
+
+	device_reserve(d, w->size);
+	m->reservation += w->size;
+	if (w->kind == WAIT_MODEL_ACQUIRE) {
+		m->use_count++;
+		m->last_used_ms = uv_now(a->loop);
+	}
+	reply_ok(w->client, w->request_id);
+}
+
+/* waiter_for fills a model request's template for arbiter_admit. */
+static void waiter_for(struct waiter *w, struct client *c, uint64_t request_id, struct model *m,
+		       enum waiter_kind kind, uint64_t bytes, int64_t timeout_ms)
+{
+	memset(w, 0, sizeof(*w));
+	w->kind = kind;
+	w->client = c;
+	w->request_id = request_id;
+	w->device = m->device;
+	w->model = m;
+	w->size = bytes;
+	w->requested = bytes;
+	w->timeout_ms = timeout_ms;
+	snprintf(w->tag, sizeof(w->tag), "%s", m->name);
+}
+
+void residency_register(struct arbiter *a, struct client *c, uint64_t request_id,
+			const Rocmmem__Wire__ModelRegister *req)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__ModelRegistered body = ROCMMEM__WIRE__MODEL_REGISTERED__INIT;
+	unsigned dev = req->has_device ? req->device : 0;
+	unsigned cls = req->has_class_ ? (unsigned)req->class_ : 0;
+	char sz[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], who[128];
+	struct device *d;
+	struct model *m;
+	uint64_t size = 0;
+
+	if (dev >= a->ndevices) {
+		client_reply_error(
+		    c, request_id, -ENODEV,
+		    "no device %u: this daemon manages %u device(s), numbered from 0", dev,
+		    a->ndevices);
+		return;
+	}
+	d = &a->devices[dev];
+	if (!req->name || !req->name[0] || !text_is_clean(req->name, ROCMMEM_NAME_MAX)) {
+		client_reply_error(c, request_id, -EINVAL,
+				   "a model needs a name of at most %u bytes of UTF-8 without "
+				   "control characters",
+				   ROCMMEM_NAME_MAX);
+		return;
+	}
+	if (cls >= MODEL_CLASSES) {
+		client_reply_error(c, request_id, -EINVAL, "unknown model class %u", cls);
+		return;
+	}
+	if (req->has_reservation && req->reservation) {
+		client_reply_error(c, request_id, -EINVAL,
+				   "register takes no reservation: acquire or resize the model");
+		return;
+	}
+	if (req->has_size &&
+	    (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget)) {
+		client_reply_error(c, request_id, -E2BIG,
+				   "model '%s' needs %s, more than device %u's whole budget of %s",
+				   req->name, size_format(req->size, sz, sizeof(sz)), dev,
+				   size_format(d->budget, b, sizeof(b)));
+		return;
+	}
+	if (c->model_count >= RESIDENCY_MAX_MODELS) {
+		client_reply_error(c, request_id, -EDQUOT,
+				   "this connection already has %u models, the most allowed",
+				   RESIDENCY_MAX_MODELS);
+		return;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m || idtable_add(&a->models, m, &m->id) < 0) {
+		free(m);
+		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	m->owner = c;
+	m->device = dev;
+	snprintf(m->name, sizeof(m->name), "%s", req->name);
+	m->model_class = cls;
+	m->size = size;
+	m->priority = req->has_priority ? req->priority : 0;
+	m->pinned = req->has_pinned && req->pinned;
+	m->last_used_ms = uv_now(a->loop);
+	uv_timer_init(a->loop, &m->deadline);
+	m->deadline.data = m;
+	TAILQ_INSERT_TAIL(&c->models, m, client_link);
+	c->model_count++;
+	TAILQ_INSERT_TAIL(&d->models, m, device_link);
+	d->nmodels++;
+	log_info("%s registered model %" PRIu64 " '%s' (%s, %s, priority %d%s) on device %u",
+		 client_label(c, who, sizeof(who)), m->id, m->name, model_class_name(cls),
+		 size_format(size, sz, sizeof(sz)), (int)m->priority, m->pinned ? ", pinned" : "",
+		 dev);
+	body.has_model_id = true;
+	body.model_id = m->id;
+	reply.has_id = true;
+	reply.id = request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_MODEL;
+	reply.model = &body;
+	client_reply(c, &reply, NULL, 0);
+}
+
+void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
+		       const Rocmmem__Wire__ModelAcquire *req)
+{
+	struct model *m = owned(a, c, request_id, req->has_model_id ? req->model_id : 0);
+	struct waiter w;
+
+	if (!m)
+		return;
+	/* Resident already, or nothing to reserve (its memory is leases): in use at once. */
+	if (!m->evicting && (model_resident(m) > 0 || m->size == 0)) {
+		m->use_count++;
+		m->last_used_ms = uv_now(a->loop);
+		reply_ok(c, request_id);
+		return;
+	}
+	waiter_for(&w, c, request_id, m, WAIT_MODEL_ACQUIRE,
+		   m->size > m->reservation ? m->size - m->reservation : 0,
+		   req->has_timeout_ms ? req->timeout_ms : 0);
+	arbiter_admit(a, &w);
+}
+
+void residency_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t model_id)
+{
+	struct model *m = owned(a, c, request_id, model_id);
+
+	if (!m)
+		return;
+	if (m->use_count == 0) {
+		client_reply_error(c, request_id, -EINVAL, "model %" PRIu64 " '%s' is not in use",
+				   m->id, m->name);
+		return;
+	}
+	m->use_count--;
+	m->last_used_ms = uv_now(a->loop);
+	reply_ok(c, request_id);
+	/* Idle now: it may be what a waiting request needs evicted. */
+	if (m->use_count == 0)
+		arbiter_pump(a);
+}
+
+void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
+		      const Rocmmem__Wire__ModelResize *req)
+{
+	struct model *m = owned(a, c, request_id, req->has_model_id ? req->model_id : 0);
+	uint64_t target;
+	struct waiter w;
+
+	if (!m)
+		return;
+	if (!req->has_reservation ||
+	    size_round_up(req->reservation, a->devices[m->device].granule, &target) < 0) {
+		client_reply_error(c, request_id, -EINVAL, "resize needs a reservation in bytes");
+		return;
+	}
+	if (m->evicting) {
+		client_reply_error(c, request_id, -EBUSY,
+				   "model %" PRIu64
+				   " '%s' is being evicted: unload it and ack first",
+				   m->id, m->name);
+		return;
+	}
+	if (target <= m->reservation) {
+		device_unreserve(&a->devices[m->device], m->reservation - target);
+		m->reservation = target;
+		reply_ok(c, request_id);
+		arbiter_pump(a);
+		return;
+	}
+	waiter_for(&w, c, request_id, m, WAIT_MODEL_RESIZE, target - m->reservation,
+		   req->has_timeout_ms ? req->timeout_ms : 0);
+	w.target = target;
+	arbiter_admit(a, &w);
+}
+
+/* model_destroy frees everything a model holds; its waiters must be gone. */
+static void free_model(uv_handle_t *handle)
+{
+	free(handle->data);
+}
+
+static void model_destroy(struct arbiter *a, struct model *m)
+{
+	struct device *d = &a->devices[m->device];
+	struct client *c = m->owner;
+	struct lease *l;
+
+	uv_timer_stop(&m->deadline);
+	m->evicting = false;
+	if (m->reservation)
+		device_unreserve(d, m->reservation);
+	m->reservation = 0;
+	/* Leases outlive their model's registration as plain leases. */
+	TAILQ_FOREACH (l, &c->leases, client_link) {
+		if (l->model == m)
+			l->model = NULL;
+	}
+	answer_admin(m, 0, NULL);
+	idtable_remove(&a->models, m->id);
+	TAILQ_REMOVE(&c->models, m, client_link);
+	c->model_count--;
+	TAILQ_REMOVE(&d->models, m, device_link);
+	d->nmodels--;
+	uv_close((uv_handle_t *)&m->deadline, free_model);
+}
+
+void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_id,
+			  uint64_t model_id)
+{
+	struct model *m = owned(a, c, request_id, model_id);
+	struct waiter *w, *next;
+
+	if (!m)
+		return;
+	/* This client's own requests on the model's behalf end with it. */
+	for (w = TAILQ_FIRST(&c->waiters); w; w = next) {
+		next = TAILQ_NEXT(w, client_link);
+		if (w->model == m)
+			arbiter_cancel_waiter(a, w, -ECANCELED, "the model was unregistered");
+	}
+	model_destroy(a, m);
+	reply_ok(c, request_id);
+	arbiter_pump(a);
+}
+
+void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_id,
+			 uint64_t model_id)
+{
+	struct model *m = owned(a, c, request_id, model_id);
+
+	if (!m)
+		return;
+	if (!m->evicting) {
+		client_reply_error(
+		    c, request_id, -EINVAL, "model %" PRIu64 " '%s' was not asked to unload%s",
+		    m->id, m->name, m->evictions ? " (or its eviction is already over)" : "");
+		return;
+	}
+	if (m->use_count > 0) {
+		client_reply_error(c, request_id, -EBUSY,
+				   "model %" PRIu64 " '%s' is in use: release it before acking",
+				   m->id, m->name);
+		return;
+	}
+	unload(a, m, NULL);
+	reply_ok(c, request_id);
+	arbiter_pump(a);
+}
+
+/* may_administer: the model's owner, or root. */
+static bool may_administer(const struct client *c, const struct model *m)
+{
+	return c == m->owner || c->uid == 0;
+}
+
+static struct model *administered(struct arbiter *a, struct client *c, uint64_t request_id,
+				  uint64_t model_id)
+{
+	struct model *m = residency_find(a, model_id);
+	char who[128];
+
+	if (!m) {
+		client_reply_error(c, request_id, -ENOENT, "no model %" PRIu64, model_id);
+		return NULL;
+	}
+	if (!may_administer(c, m)) {
+		log_warn("refused %s control of model %" PRIu64 " '%s'",
+			 client_label(c, who, sizeof(who)), m->id, m->name);
+		client_reply_error(c, request_id, -EPERM,
+				   "model %" PRIu64
+				   " '%s' belongs to %s: only its owner or root may "
+				   "evict or pin it",
+				   m->id, m->name, client_label(m->owner, who, sizeof(who)));
+		return NULL;
+	}
+	return m;
+}
+
+void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request_id,
+			   uint64_t model_id)
+{
+	struct model *m = administered(a, c, request_id, model_id);
+
+	if (!m)
+		return;
+	if (m->evict_requester) {
+		client_reply_error(c, request_id, -EBUSY,
+				   "model %" PRIu64 " '%s' is already being evicted on request",
+				   m->id, m->name);
+		return;
+	}
+	switch (model_state(m)) {
+	case MODEL_EVICTED:
+		reply_ok(c, request_id); /* nothing resident */
+		return;
+	case MODEL_IN_USE:
+		client_reply_error(c, request_id, -EBUSY,
+				   "model %" PRIu64
+				   " '%s' is in use: it can be evicted once released",
+				   m->id, m->name);
+		return;
+	case MODEL_EVICTING:
+		break; /* answered when the eviction under way is over */
+	case MODEL_IDLE:
+		send_evict(a, m, model_resident(m), NULL);
+		break;
+	}
+	m->evict_requester = c;
+	m->evict_request_id = request_id;
+}
+
+void residency_admin_pin(struct arbiter *a, struct client *c, uint64_t request_id,
+			 const Rocmmem__Wire__AdminPinModel *req)
+{
+	struct model *m = administered(a, c, request_id, req->has_model_id ? req->model_id : 0);
+	char who[128];
+
+	if (!m)
+		return;
+	m->pinned = req->has_pinned && req->pinned;
+	log_info("%s %s model %" PRIu64 " '%s'", client_label(c, who, sizeof(who)),
+		 m->pinned ? "pinned" : "unpinned", m->id, m->name);
+	reply_ok(c, request_id);
+	arbiter_pump(a);
+}
+
+void residency_client_gone(struct arbiter *a, struct client *c)
+{
+	struct model *m;
+	uint64_t after = 0, id;
+
+	while ((m = TAILQ_FIRST(&c->models)))
+		model_destroy(a, m);
+	/* Evictions it asked for as an administrator go on, unanswered. */
+	while ((m = idtable_next(&a->models, after, &id))) {
+		if (m->evict_requester == c)
+			m->evict_requester = NULL;
+		after = id;
+	}
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/* residency.h: registered models, their use, and cooperative eviction across processes. */
+#ifndef ROCMMEMD_RESIDENCY_H
+#define ROCMMEMD_RESIDENCY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "queue.h"
+#include "rocmmem.pb-c.h"
+
+struct arbiter;
+struct client;
+struct device;
+struct model;
+
+/* Requests from a model's owner (each replies). */
+void residency_register(struct arbiter *a, struct client *c, uint64_t request_id,
+			const Rocmmem__Wire__ModelRegister *req);
+void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
+		       const Rocmmem__Wire__ModelAcquire *req);
+void residency_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t model_id);
+void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
+		      const Rocmmem__Wire__ModelResize *req);
+void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_id,
+			  uint64_t model_id);
+void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_id,
+			 uint64_t model_id);
+
+/* Requests from the owner or root: evict now (answered when done), pin or unpin. */
+void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request_id,
+			   uint64_t model_id);
+void residency_admin_pin(struct arbiter *a, struct client *c, uint64_t request_id,
+			 const Rocmmem__Wire__AdminPinModel *req);
+
+/* residency_client_gone forgets c's models (their memory back) and its pending admin requests. */
+void residency_client_gone(struct arbiter *a, struct client *c);
+
+/* residency_find returns the model with this id or NULL. */
+struct model *residency_find(const struct arbiter *a, uint64_t model_id);
+
+/*
+ * residency_blocked says whether a waiter that fits the budget must still wait: its model is
+ * being evicted, or a model of an exclusive class is resident.
+ */
+bool residency_blocked(const struct arbiter *a, const struct device *d, const struct waiter *w);
+
+/* residency_plan asks owners of idle models to unload so that the head waiter w fits. */
+void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w);
+
+/*
+ * residency_impossible says why a request could never be granted as things stand (-E2BIG,
+ * -EDEADLK, with the reason in why), or returns 0.
+ */
+int residency_impossible(const struct arbiter *a, const struct device *d, const struct waiter *w,
+			 char *why, size_t why_len);
+
+/* residency_grant accounts a model request's bytes now and replies to it. */
+void residency_grant(struct arbiter *a, const struct waiter *w);
+
+/* residency_evicting_bytes sums what models being evicted on a device still hold. */
+uint64_t residency_evicting_bytes(const struct device *d);
+
+#endif
