@@ -126,6 +126,8 @@ struct rocmmem_lease_request {
 	int64_t timeout_ms; /* how long to wait for memory: 0 fails at once, < 0 waits forever */
 	const char *tag;    /* NULL, or at most 64 bytes shown in status */
 	uint32_t flags;	    /* ROCMMEM_LEASE_* */
+	uint64_t model_id;  /* 0, or one of this client's models on the same device: the lease
+			     * counts towards it, and goes when the model is evicted */
 };
 
 /*
@@ -152,7 +154,8 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *client,
  * rocmmem_lease_release unmaps the lease, closes its fd, tells the daemon and frees the handle,
  * whatever the result: the lease must not be used afterwards. Returns 0, or a negative errno
  * when the daemon could not be told (the daemon reclaims the memory anyway when the connection
- * ends). NULL is ignored and returns 0.
+ * ends). A lease the daemon revoked (ROCMMEM_EVENT_LEASE_REVOKED) is freed here without asking
+ * it. NULL is ignored and returns 0.
  */
 ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *lease);
 
@@ -321,6 +324,12 @@ struct rocmmem_model_info {
 	enum rocmmem_model_state state;
 	int32_t priority;
 	int pinned;
+	uint64_t size; /* as registered */
+	uint64_t reservation_bytes;
+	uint64_t lease_bytes;
+	uint64_t idle_ms; /* since last released; 0 while in use */
+	uint32_t use_count;
+	uint64_t evictions;
 };
 
 struct rocmmem_waiter_info {
@@ -330,6 +339,7 @@ struct rocmmem_waiter_info {
 	uint64_t waited_ms;
 	int64_t timeout_ms; /* < 0: no limit */
 	const char *tag;
+	uint64_t model_id; /* a model waiting to become resident or grow; 0 for a lease */
 };
 
 /*
@@ -375,6 +385,91 @@ ROCMMEM_EXPORT const struct rocmmem_waiter_info *rocmmem_status_waiter(const roc
 ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *client, int device, uint64_t *released);
 
 /* ----------------------------------------------------------------------------------------- */
+/* Models: let the daemon decide what is resident across processes */
+
+/*
+ * A host declares its models; the daemon keeps the budget across every process and, when a
+ * request does not fit, asks owners of idle models to unload them (ROCMMEM_EVENT_EVICT_REQUEST)
+ * before granting it: lower priority first, then least recently used, never pinned or in use.
+ * A model's memory is either a reservation (bytes the daemon accounts for a host that keeps
+ * its own allocator, e.g. PyTorch: the host allocates them itself once acquire returns) or
+ * leases tagged with it (rocmmem_lease_request.model_id), or both.
+ *
+ * Evict requests reach the event callback (rocmmem_set_event_callback) from rocmmem_dispatch
+ * and also from inside any call of this client that is waiting for the daemon (acquire,
+ * model acquire, resize, ...), so a single-threaded host blocked waiting for memory still
+ * unloads its own idle models when asked. The callback unloads the model (frees its tensors,
+ * empties its allocator's cache), releases the model's tagged leases, and calls
+ * rocmmem_model_evict_ack; it may do so from inside the callback. An owner that does not ack
+ * before the deadline loses the model's memory: ROCMMEM_EVENT_MODEL_REVOKED, and its tagged
+ * leases are revoked (ROCMMEM_EVENT_LEASE_REVOKED). Models belong to the connection: a host
+ * whose threads release each other's models should give each thread its own connection.
+ */
+struct rocmmem_model_desc {
+	unsigned device;
+	const char *name;		      /* at most 64 bytes, shown in status */
+	enum rocmmem_model_class model_class; /* for --exclusive classes on the daemon */
+	uint64_t size;	  /* bytes reserved when acquire makes it resident; 0: leases only */
+	int32_t priority; /* higher stays resident longer */
+	int pinned;	  /* never evicted */
+};
+
+/*
+ * rocmmem_model_register declares a model; it holds no memory yet. Stores its id in
+ * *model_id. Returns 0, -EINVAL, -ENODEV, -E2BIG (larger than the device's budget), -EDQUOT
+ * (too many models on this connection) or another negative errno.
+ */
+ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *client,
+					  const struct rocmmem_model_desc *desc,
+					  uint64_t *model_id);
+
+/*
+ * rocmmem_model_acquire marks the model in use (it cannot be evicted until released). If it
+ * is not resident, its size is reserved first, waiting up to timeout_ms (0: fail at once,
+ * < 0: no limit) while the daemon has other models evicted; the host then loads the weights.
+ * Acquires nest: each needs a release. Returns 0; -ENOMEM (timeout 0 and no room);
+ * -ETIMEDOUT; -EDEADLK (only this client's own models in use could make room, or a pinned
+ * model of an exclusive class is resident: it would wait forever); -E2BIG; -ENOENT/-EPERM
+ * (not this client's model).
+ */
+ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *client, uint64_t model_id,
+					 int64_t timeout_ms);
+
+/* rocmmem_model_release ends one acquire; when the last ends the model is idle (evictable
+ * unless pinned) but stays resident. Returns 0, or -EINVAL when it was not in use. */
+ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *client, uint64_t model_id);
+
+/*
+ * rocmmem_model_resize sets the model's reservation (rounded up to the granule): shrinking is
+ * immediate, growing waits like an acquire (up to timeout_ms). Returns 0 or a negative errno
+ * (-EBUSY while the model is being evicted).
+ */
+ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *client, uint64_t model_id,
+					uint64_t reservation, int64_t timeout_ms);
+
+/* rocmmem_model_unregister forgets the model: its reservation is returned, its tagged leases
+ * stay as plain leases, requests waiting on its behalf fail with -ECANCELED. */
+ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *client, uint64_t model_id);
+
+/*
+ * rocmmem_model_evict_ack tells the daemon the model asked to be evicted has been unloaded:
+ * its reservation (and any tagged lease still held) goes back. Returns 0; -EINVAL when it was
+ * not asked to unload (or the eviction is already over: acked or revoked); -EBUSY while it is
+ * in use; -ENOENT/-EPERM.
+ */
+ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *client, uint64_t model_id);
+
+/*
+ * rocmmem_model_evict asks the owner of any model (this client's own, or any as root) to
+ * unload it now, and waits until it has (or was revoked). Returns 0, -EBUSY (in use), -EPERM,
+ * -ENOENT.
+ */
+ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *client, uint64_t model_id);
+
+/* rocmmem_model_pin pins (pinned != 0) or unpins a model: the owner's, or any as root. */
+ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *client, uint64_t model_id, int pinned);
+
+/* ----------------------------------------------------------------------------------------- */
 /* Events: what the daemon says unprompted */
 
 enum rocmmem_event_type {
@@ -401,8 +496,10 @@ typedef void (*rocmmem_event_fn)(rocmmem_client *client, const struct rocmmem_ev
 				 void *userdata);
 
 /*
- * rocmmem_set_event_callback sets the function rocmmem_dispatch calls for each event (NULL
- * drops events). Returns 0.
+ * rocmmem_set_event_callback sets the function called for each event (NULL drops events): by
+ * rocmmem_dispatch, and by any call of this client while it waits for the daemon (see Models).
+ * One event is delivered at a time, in order, with no library lock held: the callback may call
+ * the library. Returns 0.
  */
 ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *client, rocmmem_event_fn fn,
 					      void *userdata);

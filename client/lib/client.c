@@ -178,6 +178,13 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 	Rocmmem__Wire__Reply *r = conn_reply(m);
 
 	if (!r) {
+		Rocmmem__Wire__Event *e = m->msg->event;
+
+		/* A revoked lease is forgotten by the daemon: its release must not ask again. */
+		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED)
+			for (struct rocmmem_lease *l = c->leases; l; l = l->next)
+				if (l->id == e->lease_revoked->lease_id)
+					l->revoked = true;
 		if (c->event_count >= CONN_MAX_EVENTS) {
 			inmsg_free(m);
 			return;
@@ -308,6 +315,48 @@ static void timed_wait(rocmmem_client *c, int64_t deadline)
 	pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 }
 
+static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out);
+
+/*
+ * deliver_events runs the event callback for every queued event, in order, one thread at a
+ * time; lock held on entry and exit, released around the callbacks (which may call the
+ * library: an evict callback acks from inside). Returns how many were delivered.
+ */
+static int deliver_events(rocmmem_client *c)
+{
+	struct inmsg *list, *m;
+	rocmmem_event_fn fn = c->event_fn;
+	void *userdata = c->event_userdata;
+	uint64_t count;
+	int n = 0;
+
+	if (c->delivering || !c->events)
+		return 0;
+	list = c->events;
+	c->events = NULL;
+	c->events_tail = &c->events;
+	c->event_count = 0;
+	if (read(c->efd, &count, sizeof(count)) < 0) {
+		/* EAGAIN: nothing was signalled. */
+	}
+	c->delivering = true;
+	pthread_mutex_unlock(&c->lock);
+	while ((m = list)) {
+		struct rocmmem_event ev;
+
+		list = m->next;
+		to_event(m->msg->event, &ev);
+		if (fn)
+			fn(c, &ev, userdata);
+		inmsg_free(m);
+		n++;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->delivering = false;
+	pthread_cond_broadcast(&c->cond);
+	return n;
+}
+
 int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg **out)
 {
 	int64_t deadline = deadline_after(timeout_ms);
@@ -330,6 +379,12 @@ int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg *
 			abandon(c, id);
 			err = error_set(-ETIMEDOUT, "rocmmemd did not answer in time");
 			break;
+		}
+		/* While waiting, events are this thread's to deliver: a single-threaded host
+		 * blocked for memory must still unload its own idle models when asked. */
+		if (c->events && c->event_fn && !c->delivering) {
+			deliver_events(c);
+			continue;
 		}
 		/* One thread reads for all (leader/follower): the others wait to be handed
 		 * their reply, so a thread waiting long for memory never blocks the rest. */
@@ -602,26 +657,18 @@ static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out)
 
 ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 {
-	struct inmsg *list, *m;
-	rocmmem_event_fn fn;
 	bool deliver_disconnect = false, broken;
 	char reason[sizeof(c->broken_msg)];
+	rocmmem_event_fn fn;
 	void *userdata;
-	uint64_t count;
-	int handled = 0;
+	int handled;
 
 	pthread_mutex_lock(&c->lock);
 	/* Read whatever has arrived, unless another thread is reading for everyone already. */
 	while (!c->reading && !c->broken && pump_socket(c, 0)) {
 	}
-	list = c->events;
-	c->events = NULL;
-	c->events_tail = &c->events;
-	c->event_count = 0;
-	if (read(c->efd, &count, sizeof(count)) < 0) {
-		/* EAGAIN: nothing was signalled. */
-	}
-	if (c->broken && !c->disconnect_delivered) {
+	handled = deliver_events(c);
+	if (c->broken && !c->disconnect_delivered && !c->delivering) {
 		c->disconnect_delivered = true;
 		deliver_disconnect = true;
 		snprintf(reason, sizeof(reason), "%s", c->broken_msg);
@@ -631,16 +678,6 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 	broken = c->broken;
 	pthread_mutex_unlock(&c->lock);
 
-	while ((m = list)) {
-		struct rocmmem_event ev;
-
-		list = m->next;
-		to_event(m->msg->event, &ev);
-		if (fn)
-			fn(c, &ev, userdata);
-		inmsg_free(m);
-		handled++;
-	}
 	if (deliver_disconnect) {
 		struct rocmmem_event ev = {.type = ROCMMEM_EVENT_DISCONNECTED, .reason = reason};
 

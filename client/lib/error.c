@@ -69,6 +69,10 @@ ROCMMEM_EXPORT const char *rocmmem_strerror(int err)
 		return "not supported by this daemon";
 	case -EUSERS:
 		return "the daemon serves too many clients";
+	case -EDEADLK:
+		return "it would wait forever: release this client's own models first";
+	case -ECANCELED:
+		return "cancelled: the model was unregistered";
 	case -EINVAL:
 		return "invalid argument";
 	default:

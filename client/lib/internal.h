@@ -51,6 +51,7 @@ struct rocmmem_lease {
 	void *ptr;		 /* host mapping, or the device address of a GPU lease */
 	struct gpu_mapping *gpu; /* how a GPU lease was imported, for undoing it */
 	uint64_t waited_ms;
+	bool revoked; /* the daemon took it back (under client->lock) */
 };
 
 struct rocmmem_client {
@@ -64,6 +65,7 @@ struct rocmmem_client {
 	int broken_err;
 	char broken_msg[256];
 	bool disconnect_delivered;
+	bool delivering; /* a thread is running the event callback */
 	uint64_t next_id;
 	struct inmsg *replies; /* received replies not yet claimed by their requester */
 	struct inmsg *events, **events_tail;

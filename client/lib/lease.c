@@ -243,6 +243,10 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 	acq.has_timeout_ms = true;
 	acq.timeout_ms = req->timeout_ms;
 	acq.tag = (char *)req->tag;
+	if (req->model_id) {
+		acq.has_model_id = true;
+		acq.model_id = req->model_id;
+	}
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
 	msg.lease_acquire = &acq;
 	/* The daemon answers by the request's own deadline; wait a grace period beyond it. */
@@ -282,6 +286,7 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *l)
 {
 	rocmmem_client *c;
+	bool revoked;
 	int err;
 
 	if (!l)
@@ -290,7 +295,11 @@ ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *l)
 	/* Unmap first: once the daemon has it back, the memory is gone. */
 	unmap_and_close(l);
 	unlink_lease(c, l);
-	err = send_release(c, l->id);
+	pthread_mutex_lock(&c->lock);
+	revoked = l->revoked;
+	pthread_mutex_unlock(&c->lock);
+	/* A revoked lease is already forgotten by the daemon: nothing to tell it. */
+	err = revoked ? 0 : send_release(c, l->id);
 	free(l);
 	return err;
 }

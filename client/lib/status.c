@@ -186,6 +186,12 @@ static int fill(rocmmem_status *st)
 			o->state = (enum rocmmem_model_state)d->state;
 			o->priority = d->priority;
 			o->pinned = d->pinned;
+			o->size = d->size;
+			o->reservation_bytes = d->reservation_bytes;
+			o->lease_bytes = d->lease_bytes;
+			o->idle_ms = d->idle_ms;
+			o->use_count = d->use_count;
+			o->evictions = d->evictions;
 		}
 		for (size_t j = 0; j < p->n_queue; j++) {
 			Rocmmem__Wire__WaiterInfo *d = p->queue[j];
@@ -197,6 +203,7 @@ static int fill(rocmmem_status *st)
 			o->waited_ms = d->waited_ms;
 			o->timeout_ms = d->timeout_ms;
 			o->tag = str(d->tag);
+			o->model_id = d->model_id;
 		}
 	}
 	return 0;

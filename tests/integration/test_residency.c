@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* test_residency.c: models across a real daemon: eviction on demand, from the host's side. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "proc.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static struct daemon_proc daemon_;
+
+static int setup(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "2", NULL};
+
+	(void)state;
+	return harness_daemon_start(&daemon_, args);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
+}
+
+/* after_each: the accounting invariant once every client is gone: nothing held. */
+static int after_each(void **state)
+{
+	struct harness_totals t;
+
+	(void)state;
+	if (harness_wait_totals(&daemon_, 0, 0, 2000) < 0 || harness_totals(&daemon_, &t) < 0)
+		return -1;
+	return t.free_bytes == t.budget_bytes ? 0 : -1;
+}
+
+/* A host that unloads whatever it is asked to, from inside its own waits. */
+struct host {
+	rocmmem_client *c;
+	unsigned evict_requests, revoked;
+	uint64_t last_evicted;
+	int ack_result;
+};
+
+static void host_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
+{
+	struct host *h = userdata;
+
+	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST) {
+		h->evict_requests++;
+		h->last_evicted = ev->model_id;
+		/* ... free the model's tensors here ... */
+		h->ack_result = rocmmem_model_evict_ack(c, ev->model_id);
+	} else if (ev->type == ROCMMEM_EVENT_MODEL_REVOKED) {
+		h->revoked++;
+	}
+}
+
+static uint64_t reg(rocmmem_client *c, const char *name, enum rocmmem_model_class cls,
+		    uint64_t size, int32_t priority)
+{
+	struct rocmmem_model_desc desc = {
+	    .name = name, .model_class = cls, .size = size, .priority = priority};
+	uint64_t id = 0;
+
+	assert_int_equal(rocmmem_model_register(c, &desc, &id), 0);
+	assert_true(id > 0);
+	return id;
+}
+
+static const struct rocmmem_model_info *find_model(const rocmmem_status *st, uint64_t id)
+{
+	for (size_t i = 0; i < rocmmem_status_model_count(st); i++)
+		if (rocmmem_status_model(st, i)->id == id)
+			return rocmmem_status_model(st, i);
+	return NULL;
+}
+
+static void test_single_threaded_host_swaps_its_models(void **state)
+{
+	struct host h = {0};
+	rocmmem_status *st = NULL;
+	uint64_t transformer, vae;
+
+	(void)state;
+	h.c = harness_connect(&daemon_, "framepack");
+	rocmmem_set_event_callback(h.c, host_event, &h);
+	transformer = reg(h.c, "transformer", ROCMMEM_MODEL_TRANSFORMER, 48 * MiB, 0);
+	vae = reg(h.c, "vae", ROCMMEM_MODEL_VAE, 32 * MiB, 0);
+	assert_int_equal(rocmmem_model_acquire(h.c, transformer, 0), 0);
+	/* Both cannot be resident: while the transformer is in use, the VAE would wait forever
+	 * on this client's own model: refused at once instead of hanging the host. */
+	assert_int_equal(rocmmem_model_acquire(h.c, vae, 5000), -EDEADLK);
+	assert_int_equal(rocmmem_model_release(h.c, transformer), 0);
+	/* Idle now: acquiring the VAE evicts it, and this very thread unloads and acks from
+	 * inside its own wait. */
+	assert_int_equal(rocmmem_model_acquire(h.c, vae, 5000), 0);
+	assert_int_equal(h.evict_requests, 1);
+	assert_int_equal(h.last_evicted, transformer);
+	assert_int_equal(h.ack_result, 0);
+	assert_int_equal(rocmmem_status_get(h.c, &st), 0);
+	assert_int_equal(find_model(st, transformer)->state, ROCMMEM_MODEL_EVICTED);
+	assert_int_equal(find_model(st, transformer)->bytes, 0);
+	assert_int_equal(find_model(st, transformer)->evictions, 1);
+	assert_int_equal(find_model(st, vae)->state, ROCMMEM_MODEL_IN_USE);
+	assert_int_equal(find_model(st, vae)->reservation_bytes, 32 * MiB);
+	assert_int_equal(rocmmem_status_device(st, 0)->reserved_bytes, 32 * MiB);
+	rocmmem_status_free(st);
+	/* An ack nobody asked for, and a release of what is not in use, are refused. */
+	assert_int_equal(rocmmem_model_evict_ack(h.c, transformer), -EINVAL);
+	assert_int_equal(rocmmem_model_release(h.c, transformer), -EINVAL);
+	assert_int_equal(rocmmem_model_release(h.c, vae), 0);
+	rocmmem_disconnect(h.c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_single_threaded_host_swaps_its_models, after_each),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
