@@ -393,9 +393,10 @@ void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		m->last_used_ms = uv_now(a->loop);
 		reply_ok(c, request_id);
 		return;
-	}
+	} /* Being evicted: it waits until its memory is back, then needs its whole size again. */
 	waiter_for(&w, c, request_id, m, WAIT_MODEL_ACQUIRE,
-		   m->size > m->reservation ? m->size - m->reservation : 0,
+		   m->evicting ? m->size
+			       : (m->size > m->reservation ? m->size - m->reservation : 0),
 		   req->has_timeout_ms ? req->timeout_ms : 0);
 	arbiter_admit(a, &w);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_residency.c: models across a real daemon: eviction on demand, from the host's side. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -122,10 +124,77 @@ static void test_single_threaded_host_swaps_its_models(void **state)
 	rocmmem_disconnect(h.c);
 }
 
+/* A host that reacquires its model while its eviction is under way: wait, then reserve anew. */
+struct slow_host {
+	rocmmem_client *c;
+	uint64_t model;
+	int evict_requests;
+	int acquired;
+};
+
+static void *acquire_thread(void *arg)
+{
+	struct slow_host *h = arg;
+
+	h->acquired = rocmmem_model_acquire(h->c, h->model, 5000);
+	return NULL;
+}
+
+static void slow_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
+{
+	struct slow_host *h = userdata;
+
+	(void)c;
+	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST && ev->model_id == h->model)
+		h->evict_requests++; /* acked later, outside the callback */
+}
+
+static void test_reacquire_during_eviction(void **state)
+{
+	struct slow_host h = {0};
+	rocmmem_client *admin = harness_connect(&daemon_, "admin");
+	rocmmem_status *st = NULL;
+	pthread_t t;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	h.c = harness_connect(&daemon_, "slow");
+	rocmmem_set_event_callback(h.c, slow_event, &h);
+	h.model = reg(h.c, "unet", ROCMMEM_MODEL_TRANSFORMER, 24 * MiB, 0);
+	assert_int_equal(rocmmem_model_acquire(h.c, h.model, 0), 0);
+	assert_int_equal(rocmmem_model_release(h.c, h.model), 0);
+	/* An administrator asks for it to go (and waits, in a child process). */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(rocmmem_model_evict(admin, h.model) == 0 ? 0 : 1);
+	while (h.evict_requests == 0)
+		assert_true(rocmmem_dispatch(h.c) >= 0);
+	/* Acquire while evicting, from another thread: it waits behind the eviction... */
+	assert_int_equal(rocmmem_model_acquire(h.c, h.model, 0), -ENOMEM);
+	assert_int_equal(pthread_create(&t, NULL, acquire_thread, &h), 0);
+	usleep(100000);
+	assert_int_equal(rocmmem_model_evict_ack(h.c, h.model), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* ...and is granted once the model is out, reserving its whole size again. */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(h.acquired, 0);
+	assert_int_equal(rocmmem_status_get(h.c, &st), 0);
+	assert_int_equal(find_model(st, h.model)->reservation_bytes, 24 * MiB);
+	assert_int_equal(find_model(st, h.model)->state, ROCMMEM_MODEL_IN_USE);
+	rocmmem_status_free(st);
+	assert_int_equal(rocmmem_model_release(h.c, h.model), 0);
+	rocmmem_disconnect(h.c);
+	rocmmem_disconnect(admin);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_single_threaded_host_swaps_its_models, after_each),
+	    cmocka_unit_test_teardown(test_reacquire_during_eviction, after_each),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
