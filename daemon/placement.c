@@ -54,7 +54,7 @@ static bool chosen(const struct placement_plan *p, const struct model *m)
 void placement_plan(const struct placement_request *r, struct model *const *models, size_t n,
 		    struct placement_plan *out)
 {
-	struct model *candidates[PLACEMENT_MAX_VICTIMS];
+	struct model **candidates;
 	uint64_t coming = r->free_bytes + r->evicting_bytes, evictable = 0;
 	size_t ncand = 0;
 
@@ -75,7 +75,13 @@ void placement_plan(const struct placement_request *r, struct model *const *mode
 	}
 	if (coming >= r->bytes)
 		return;
-	for (size_t i = 0; i < n && ncand < PLACEMENT_MAX_VICTIMS; i++) {
+	/* Every evictable model competes, however many: sorted, then taken in order. */
+	candidates = malloc((n ? n : 1) * sizeof(*candidates));
+	if (!candidates) {
+		out->must_wait = true; /* try again on the next change */
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
 		struct model *m = models[i];
 
 		if (m != r->model && model_evictable(m) && !chosen(out, m)) {
@@ -87,15 +93,17 @@ void placement_plan(const struct placement_request *r, struct model *const *mode
 		/* Evicting everything idle would not be enough: wait for a release instead of
 		 * unloading models for nothing. */
 		out->must_wait = true;
+		free(candidates);
 		return;
 	}
 	qsort(candidates, ncand, sizeof(candidates[0]), victim_order);
 	for (size_t i = 0; i < ncand && coming < r->bytes; i++) {
 		if (out->nvictims == PLACEMENT_MAX_VICTIMS)
-			break;
+			break; /* the rest on the next plan, once these are out */
 		out->victims[out->nvictims++] = candidates[i];
 		coming += model_resident(candidates[i]);
 	}
+	free(candidates);
 }
 
 int placement_impossible(const struct placement_request *r, struct model *const *models, size_t n,

@@ -193,6 +193,26 @@ static void test_impossible_requests(void **state)
 	assert_int_equal(placement_impossible(&r, v, 3, 64 * MiB, why, sizeof(why)), -E2BIG);
 }
 
+static void test_many_candidates_sorted_before_choosing(void **state)
+{
+	enum { N = 200 };
+	static struct model m[N];
+	static struct model *v[N];
+	struct placement_request r = request(32 * MiB, 0, NULL, A);
+	struct placement_plan p;
+
+	(void)state;
+	/* The best victims are last in the list: the policy must still find them. */
+	for (int i = 0; i < N; i++) {
+		m[i] = make((uint64_t)i + 1, B, TEXT, 16 * MiB, i >= N - 2 ? -1 : 3, 1000);
+		v[i] = &m[i];
+	}
+	placement_plan(&r, v, N, &p);
+	assert_int_equal(p.nvictims, 2);
+	assert_ptr_equal(p.victims[0], &m[N - 2]);
+	assert_ptr_equal(p.victims[1], &m[N - 1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -201,6 +221,7 @@ int main(void)
 	    cmocka_unit_test(test_never_pinned_in_use_own_or_evicting),
 	    cmocka_unit_test(test_exclusive_conflicts_go_first),
 	    cmocka_unit_test(test_impossible_requests),
+	    cmocka_unit_test(test_many_candidates_sorted_before_choosing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
