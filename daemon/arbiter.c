@@ -52,14 +52,15 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			return err;
 		}
 		device_init(&a->devices[i], i, &info, budget);
-		a->devices[i].exclusive_mask = res->exclusive_all | res->exclusive[i];
+		a->devices[i].exclusive = res->exclusive_all;
+		class_exclusion_merge(&a->devices[i].exclusive, &res->exclusive[i]);
 		log_info("device %u: %s, %s total, budget %s, headroom %s", i, info.name,
 			 size_format(info.total_bytes, t, sizeof(t)),
 			 size_format(budget, b, sizeof(b)),
 			 size_format(a->devices[i].headroom, h, sizeof(h)));
 	}
 	for (unsigned i = n; i < BACKEND_MAX_DEVICES; i++) {
-		if (res->exclusive[i]) {
+		if (class_exclusion_any(&res->exclusive[i])) {
 			log_error("--exclusive names device %u, but there are %u device(s)", i, n);
 			return -EINVAL;
 		}
@@ -439,6 +440,7 @@ void arbiter_pump(struct arbiter *a)
 			while ((w = queue_head(&d->queue))) {
 				struct waiter copy;
 
+				w->size = residency_need(w);
 				if (!waiter_fits(a, d, w)) {
 					residency_plan(a, d, w);
 					break;
@@ -460,6 +462,7 @@ static void on_timeout(uv_timer_t *timer)
 	char why[1024];
 
 	a->counters.timeouts++;
+	w->size = residency_need(w);
 	describe(a, d, w->requested, w->size, queue_position(&d->queue, w), why, sizeof(why));
 	client_reply_error(w->client, w->request_id, -ETIMEDOUT,
 			   "timed out after %" PRId64 " ms waiting%s%s%s: %s", w->timeout_ms,

@@ -31,9 +31,9 @@ struct counters {
 /* Residency settings from the command line (or configuration). */
 struct residency_config {
 	uint64_t evict_deadline_ms;
-	/* Per device: mutually exclusive classes (bit per class); _all applies to every device. */
-	unsigned exclusive[BACKEND_MAX_DEVICES];
-	unsigned exclusive_all;
+	/* Per device: classes never resident together; _all applies to every device. */
+	struct class_exclusion exclusive[BACKEND_MAX_DEVICES];
+	struct class_exclusion exclusive_all;
 };
 
 struct arbiter {

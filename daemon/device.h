@@ -35,7 +35,7 @@ struct device {
 	struct queue queue;
 	struct model_list models;
 	unsigned nmodels;
-	unsigned exclusive_mask; /* bit per model class: at most one of them resident */
+	struct class_exclusion exclusive; /* classes never resident together */
 	/* Lost: the runtime reports the device gone; requests for it fail at once. */
 	bool lost;
 	char lost_reason[128];

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* model.c: model class names. */
+/* model.c: model class names and the exclusion relation between classes. */
 #include "model.h"
 
 #include <errno.h>
@@ -23,4 +23,30 @@ int model_class_parse(const char *name, unsigned *out)
 		}
 	}
 	return -EINVAL;
+}
+
+void class_exclusion_add(struct class_exclusion *x, unsigned group)
+{
+	for (unsigned c = 0; c < MODEL_CLASSES; c++)
+		if (group & (1u << c))
+			x->excludes[c] |= group & ~(1u << c);
+}
+
+void class_exclusion_merge(struct class_exclusion *dst, const struct class_exclusion *src)
+{
+	for (unsigned c = 0; c < MODEL_CLASSES; c++)
+		dst->excludes[c] |= src->excludes[c];
+}
+
+bool class_exclusion_any(const struct class_exclusion *x)
+{
+	for (unsigned c = 0; c < MODEL_CLASSES; c++)
+		if (x->excludes[c])
+			return true;
+	return false;
+}
+
+bool class_exclusion_conflict(const struct class_exclusion *x, unsigned a, unsigned b)
+{
+	return a < MODEL_CLASSES && b < MODEL_CLASSES && a != b && (x->excludes[a] & (1u << b));
 }

@@ -58,7 +58,8 @@ static int bad_size(FILE *err, const char *opt, const char *text, int rc)
 static int parse_exclusive(const char *text, struct options *opts, FILE *err)
 {
 	char buf[256], *list = buf, *save = NULL, *tok, *end;
-	unsigned mask = 0, count = 0, *target = &opts->exclusive_all;
+	unsigned mask = 0, count = 0;
+	struct class_exclusion *target = &opts->exclusive_all;
 	const char *colon = strchr(text, ':');
 
 	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
@@ -91,7 +92,7 @@ static int parse_exclusive(const char *text, struct options *opts, FILE *err)
 	}
 	if (count < 2)
 		goto bad;
-	*target |= mask;
+	class_exclusion_add(target, mask);
 	return 0;
 bad:
 	fprintf(

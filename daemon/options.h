@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "model.h"
 
 struct options {
 	const char *socket_path; /* NULL: resolved by common/sockpath */
@@ -19,9 +20,9 @@ struct options {
 	uint64_t headroom;
 	bool has_headroom;
 	enum log_level log_level;
-	uint64_t evict_deadline_ms;		 /* --evict-deadline */
-	unsigned exclusive[BACKEND_MAX_DEVICES]; /* --exclusive N:..., bit per model class */
-	unsigned exclusive_all;			 /* --exclusive without a device */
+	uint64_t evict_deadline_ms;			       /* --evict-deadline */
+	struct class_exclusion exclusive[BACKEND_MAX_DEVICES]; /* --exclusive N:... */
+	struct class_exclusion exclusive_all;		       /* --exclusive without a device */
 };
 
 /* How long an owner has to unload a model the daemon asked it to evict, by default. */

@@ -8,18 +8,13 @@
 
 #include "size.h"
 
-static bool in_set(unsigned mask, unsigned model_class)
-{
-	return model_class < 32 && (mask & (1u << model_class));
-}
-
 /* conflicting says whether m's residency excludes the request's model. */
 static bool conflicting(const struct placement_request *r, const struct model *m)
 {
 	const struct model *want = r->model;
 
-	return want && m != want && in_set(r->exclusive_mask, want->model_class) &&
-	       in_set(r->exclusive_mask, m->model_class) && m->model_class != want->model_class &&
+	return want && m != want && r->exclusive &&
+	       class_exclusion_conflict(r->exclusive, want->model_class, m->model_class) &&
 	       model_state(m) != MODEL_EVICTED;
 }
 

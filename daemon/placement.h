@@ -16,11 +16,11 @@ struct client;
 
 /* A request waiting for memory on one device. */
 struct placement_request {
-	uint64_t bytes;		   /* what it needs beyond what it holds */
-	uint64_t free_bytes;	   /* free within the budget now */
-	uint64_t evicting_bytes;   /* resident in models whose eviction is under way */
-	unsigned exclusive_mask;   /* bit per class: mutually exclusive classes on the device */
-	const struct model *model; /* the model it is for, or NULL (a plain lease) */
+	uint64_t bytes;		 /* what it needs beyond what it holds */
+	uint64_t free_bytes;	 /* free within the budget now */
+	uint64_t evicting_bytes; /* resident in models whose eviction is under way */
+	const struct class_exclusion *exclusive; /* the device's; NULL: none */
+	const struct model *model;		 /* the model it is for, or NULL (a plain lease) */
 	const struct client *requester;
 };
 
@@ -32,8 +32,8 @@ struct placement_plan {
 };
 
 /*
- * placement_conflicts says whether a model of another class in the request's exclusive set is
- * resident (or being evicted) on the device: then the request waits even if it fits.
+ * placement_conflicts says whether a model of a class that excludes the request's model's class
+ * is resident (or being evicted) on the device: then the request waits even if it fits.
  */
 bool placement_conflicts(const struct placement_request *r, struct model *const *models, size_t n);
 

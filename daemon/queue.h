@@ -23,14 +23,14 @@ enum waiter_kind {
 struct waiter {
 	enum waiter_kind kind;
 	struct model *model; /* model waits; NULL for leases */
-	uint64_t target;     /* WAIT_MODEL_RESIZE: the reservation asked for */
+	uint64_t target;     /* model requests: the reservation they end with */
 	TAILQ_ENTRY(waiter) queue_link;
 	TAILQ_ENTRY(waiter) client_link;
 	struct client *client;
 	uint64_t request_id;
 	uint64_t seq; /* daemon-wide arrival number */
 	unsigned device;
-	uint64_t size;	    /* bytes it needs, rounded to the granule */
+	uint64_t size;	    /* bytes it needs, rounded (model requests: see residency_need) */
 	uint64_t requested; /* as asked */
 	uint64_t model_id;
 	int64_t timeout_ms; /* < 0: no limit */

@@ -92,7 +92,7 @@ static void request_of(const struct arbiter *a, const struct device *d, const st
 	r->bytes = w->size;
 	r->free_bytes = device_free(d);
 	r->evicting_bytes = residency_evicting_bytes(d);
-	r->exclusive_mask = d->exclusive_mask;
+	r->exclusive = &d->exclusive;
 	r->model = w->model;
 	r->requester = w->client;
 }
@@ -108,7 +108,7 @@ bool residency_blocked(const struct arbiter *a, const struct device *d, const st
 		return false;
 	if (w->model->evicting)
 		return true;
-	if (!d->exclusive_mask)
+	if (!class_exclusion_any(&d->exclusive))
 		return false;
 	request_of(a, d, w, &r);
 	v = device_models(d, &n);
@@ -134,9 +134,11 @@ int residency_impossible(const struct arbiter *a, const struct device *d, const 
 	return rc;
 }
 
-/* answer_admin tells an administrator waiting on this eviction that it is over. */
-static void answer_admin(struct model *m, int err, const char *why)
+/* answer_admin tells an administrator waiting on this eviction how it ended. */
+static void answer_admin(struct model *m, bool revoked, uint64_t bytes_freed)
 {
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__EvictResult body = ROCMMEM__WIRE__EVICT_RESULT__INIT;
 	struct client *c = m->evict_requester;
 
 	if (!c)
@@ -144,10 +146,17 @@ static void answer_admin(struct model *m, int err, const char *why)
 	m->evict_requester = NULL;
 	if (c->closing)
 		return;
-	if (err)
-		client_reply_error(c, m->evict_request_id, err, "%s", why);
-	else
-		reply_ok(c, m->evict_request_id);
+	body.has_revoked = true;
+	body.revoked = revoked;
+	body.has_bytes_freed = true;
+	body.bytes_freed = bytes_freed;
+	reply.has_id = true;
+	reply.id = m->evict_request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_EVICT;
+	reply.evict = &body;
+	client_reply(c, &reply, NULL, 0);
 }
 
 /* unload takes a model's memory back: after its owner's ack, or when revoked (reason set). */
@@ -202,7 +211,7 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		log_info("model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
 			 client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
 	}
-	answer_admin(m, 0, NULL);
+	answer_admin(m, revoked != NULL, bytes);
 	arbiter_auto_trim(a, d);
 }
 
@@ -264,6 +273,17 @@ void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w)
 	free(v);
 }
 
+uint64_t residency_need(const struct waiter *w)
+{
+	const struct model *m = w->model;
+
+	if (w->kind == WAIT_LEASE || !m)
+		return w->size;
+	if (m->evicting)
+		return w->target;
+	return w->target > m->reservation ? w->target - m->reservation : 0;
+}
+
 void residency_grant(struct arbiter *a, const struct waiter *w)
 {
 	struct device *d = &a->devices[w->device];
@@ -271,6 +291,12 @@ void residency_grant(struct arbiter *a, const struct waiter *w)
 
 	device_reserve(d, w->size);
 	m->reservation += w->size;
+	/* A resize sets the reservation: one that grew meanwhile by another request shrinks back.
+	 */
+	if (w->kind == WAIT_MODEL_RESIZE && m->reservation > w->target) {
+		device_unreserve(d, m->reservation - w->target);
+		m->reservation = w->target;
+	}
 	if (w->kind == WAIT_MODEL_ACQUIRE) {
 		m->use_count++;
 		m->last_used_ms = uv_now(a->loop);
@@ -278,9 +304,9 @@ void residency_grant(struct arbiter *a, const struct waiter *w)
 	reply_ok(w->client, w->request_id);
 }
 
-/* waiter_for fills a model request's template for arbiter_admit. */
+/* waiter_for fills a model request's template for arbiter_admit: m's reservation to target. */
 static void waiter_for(struct waiter *w, struct client *c, uint64_t request_id, struct model *m,
-		       enum waiter_kind kind, uint64_t bytes, int64_t timeout_ms)
+		       enum waiter_kind kind, uint64_t target, int64_t timeout_ms)
 {
 	memset(w, 0, sizeof(*w));
 	w->kind = kind;
@@ -288,8 +314,9 @@ static void waiter_for(struct waiter *w, struct client *c, uint64_t request_id, 
 	w->request_id = request_id;
 	w->device = m->device;
 	w->model = m;
-	w->size = bytes;
-	w->requested = bytes;
+	w->target = target;
+	w->size = residency_need(w);
+	w->requested = w->size;
 	w->timeout_ms = timeout_ms;
 	snprintf(w->tag, sizeof(w->tag), "%s", m->name);
 }
@@ -393,10 +420,9 @@ void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		m->last_used_ms = uv_now(a->loop);
 		reply_ok(c, request_id);
 		return;
-	} /* Being evicted: it waits until its memory is back, then needs its whole size again. */
-	waiter_for(&w, c, request_id, m, WAIT_MODEL_ACQUIRE,
-		   m->evicting ? m->size
-			       : (m->size > m->reservation ? m->size - m->reservation : 0),
+	}
+	/* Being evicted: it waits until its memory is back, then needs its whole size again. */
+	waiter_for(&w, c, request_id, m, WAIT_MODEL_ACQUIRE, m->size,
 		   req->has_timeout_ms ? req->timeout_ms : 0);
 	arbiter_admit(a, &w);
 }
@@ -448,9 +474,8 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 		arbiter_pump(a);
 		return;
 	}
-	waiter_for(&w, c, request_id, m, WAIT_MODEL_RESIZE, target - m->reservation,
+	waiter_for(&w, c, request_id, m, WAIT_MODEL_RESIZE, target,
 		   req->has_timeout_ms ? req->timeout_ms : 0);
-	w.target = target;
 	arbiter_admit(a, &w);
 }
 
@@ -476,7 +501,7 @@ static void model_destroy(struct arbiter *a, struct model *m)
 		if (l->model == m)
 			l->model = NULL;
 	}
-	answer_admin(m, 0, NULL);
+	answer_admin(m, false, model_resident(m));
 	idtable_remove(&a->models, m->id);
 	TAILQ_REMOVE(&c->models, m, client_link);
 	c->model_count--;
@@ -572,7 +597,10 @@ void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request
 	}
 	switch (model_state(m)) {
 	case MODEL_EVICTED:
-		reply_ok(c, request_id); /* nothing resident */
+		/* Nothing resident: answered at once, as an eviction that freed nothing. */
+		m->evict_requester = c;
+		m->evict_request_id = request_id;
+		answer_admin(m, false, 0);
 		return;
 	case MODEL_IN_USE:
 		client_reply_error(c, request_id, -EBUSY,

@@ -56,7 +56,19 @@ void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w)
 int residency_impossible(const struct arbiter *a, const struct device *d, const struct waiter *w,
 			 char *why, size_t why_len);
 
-/* residency_grant accounts a model request's bytes now and replies to it. */
+/*
+ * residency_need is the bytes a waiting request needs now: a lease's size; for a model request,
+ * its target reservation minus what the model holds (all of it while the model is being
+ * evicted: it will hold nothing by the time the request can be granted). A model's reservation
+ * may change while its request waits (evicted, revoked, shrunk), so this is computed afresh.
+ */
+uint64_t residency_need(const struct waiter *w);
+
+/*
+ * residency_grant reserves what a model request needs now (its size as residency_need last
+ * computed it) and replies to it: an acquire also marks the model in use; a resize ends with
+ * exactly its target reservation.
+ */
 void residency_grant(struct arbiter *a, const struct waiter *w);
 
 /* residency_evicting_bytes sums what models being evicted on a device still hold. */

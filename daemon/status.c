@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "residency.h"
 #include "server.h"
 
 /*
@@ -223,7 +224,7 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 	o->has_device = true;
 	o->device = w->device;
 	o->has_bytes = true;
-	o->bytes = w->size;
+	o->bytes = residency_need(w);
 	o->has_waited_ms = true;
 	o->waited_ms = now - w->enqueued_ms;
 	o->has_timeout_ms = true;

@@ -4,6 +4,8 @@
 #define ROCMMEMCTL_CTL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "rocmmem.h"
 
@@ -36,8 +38,27 @@ int ctl_fail(const char *what, int err);
 /* ctl_usage prints a usage error for a subcommand and returns CTL_EXIT_USAGE. */
 int ctl_usage(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ctl_duration writes whole seconds as "42s", "3m05s" or "2h07m" into buf. Returns buf. */
+const char *ctl_duration(uint64_t s, char *buf, size_t len);
+
+/* ctl_model_class_name and ctl_model_state_name: the JSON names ("text_encoder", "in_use"). */
+const char *ctl_model_class_name(enum rocmmem_model_class c);
+const char *ctl_model_state_name(enum rocmmem_model_state s);
+
+struct json_object;
+
+/* ctl_model_json returns a model as status --json and models --json show it (caller puts). */
+struct json_object *ctl_model_json(const struct rocmmem_model_info *v);
+
+/* ctl_models_table prints the models of one device (device >= 0) or all, with a header. */
+void ctl_models_table(const rocmmem_status *st, long device);
+
 int cmd_status(const struct ctl *ctl, int argc, char **argv);
 int cmd_lease(const struct ctl *ctl, int argc, char **argv);
 int cmd_trim(const struct ctl *ctl, int argc, char **argv);
+int cmd_models(const struct ctl *ctl, int argc, char **argv);
+int cmd_evict(const struct ctl *ctl, int argc, char **argv);
+int cmd_pin(const struct ctl *ctl, int argc, char **argv);
+int cmd_unpin(const struct ctl *ctl, int argc, char **argv);
 
 #endif

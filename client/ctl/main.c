@@ -15,11 +15,18 @@ static int cmd_help(const struct ctl *ctl, int argc, char **argv);
 static int cmd_version(const struct ctl *ctl, int argc, char **argv);
 
 static const struct ctl_command commands[] = {
-    {"status", cmd_status, "", "show devices, budgets, clients, leases and the queue"},
+    {"status", cmd_status, "", "show devices, budgets, clients, leases, models and the queue"},
     {"lease", cmd_lease, "SIZE [--hold SECONDS] [--tag T] [--timeout SECONDS] [--device N]",
      "acquire a lease, print it and hold it until the time passes or Ctrl-C"},
     {"trim", cmd_trim, "[--device N]",
      "return memory the GPU runtime caches to the driver, on one device or all"},
+    {"models", cmd_models, "[--device N]",
+     "list registered models: owner, state, resident bytes, priority, pinned, evictions"},
+    {"evict", cmd_evict, "MODEL",
+     "ask a model's owner to unload it now; waits until it has (or the deadline passed)"},
+    {"pin", cmd_pin, "MODEL",
+     "pin a model: the daemon never evicts it to make room (evict still may)"},
+    {"unpin", cmd_unpin, "MODEL", "let the daemon evict a model again when it is idle"},
     {"help", cmd_help, "", "show this help"},
     {"version", cmd_version, "", "show the version"},
 };
@@ -31,7 +38,8 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		char head[128];
 
-		snprintf(head, sizeof(head), "%s %s", commands[i].name, commands[i].args);
+		snprintf(head, sizeof(head), "%s%s%s", commands[i].name,
+			 commands[i].args[0] ? " " : "", commands[i].args);
 		fprintf(f, "  %s\n      %s\n", head, commands[i].help);
 	}
 	fprintf(
@@ -39,10 +47,12 @@ static void usage(FILE *f)
 	    "\nOptions:\n"
 	    "  -s, --socket PATH  the daemon's socket (default: $%s, else the per-user\n"
 	    "                     socket if one exists, else %s)\n"
-	    "  -j, --json         print JSON (status: the stable machine format)\n"
+	    "  -j, --json         print JSON (status, models: the stable machine format)\n"
 	    "  -h, --help         show this help\n"
 	    "  -V, --version      show the version\n"
 	    "\nSIZE takes bytes or a binary suffix K, M, G, T (KiB, MiB, GiB, TiB): 512M, 1.5G.\n"
+	    "MODEL is a model's id (decimal digits) or its name, if no other model has it.\n"
+	    "Evicting and pinning a model takes its owner or root.\n"
 	    "Exit status: 0 success, 1 usage error, 2 request refused by the daemon,\n"
 	    "3 daemon unreachable.\n",
 	    SOCKPATH_ENV, SOCKPATH_SYSTEM);

@@ -28,21 +28,6 @@ static const char *handle_name(enum rocmmem_handle_kind k)
 	}
 }
 
-static const char *class_name(enum rocmmem_model_class c)
-{
-	static const char *const names[] = {"other", "transformer", "vae", "text_encoder",
-					    "image_encoder"};
-
-	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "other";
-}
-
-static const char *state_name(enum rocmmem_model_state s)
-{
-	static const char *const names[] = {"idle", "in_use", "evicting", "evicted", "waiting"};
-
-	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
-}
-
 static void add_u64(json_object *o, const char *key, uint64_t v)
 {
 	json_object_object_add(o, key, json_object_new_uint64(v));
@@ -161,23 +146,11 @@ static json_object *status_json(const rocmmem_status *st)
 		add_u64(o, "bytes", v->bytes);
 		add_str(o, "tag", v->tag);
 		add_u64(o, "age_ms", v->age_ms);
+		add_u64(o, "model_id", v->model_id);
 		json_object_array_add(leases, o);
 	}
-	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
-		const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
-		json_object *o = json_object_new_object();
-
-		add_str(o, "name", v->name);
-		add_str(o, "class", class_name(v->model_class));
-		add_i64(o, "owner_pid", v->owner_pid);
-		add_u64(o, "device", v->device);
-		add_u64(o, "bytes", v->bytes);
-		add_str(o, "state", state_name(v->state));
-		add_u64(o, "id", v->id);
-		add_i64(o, "priority", v->priority);
-		json_object_object_add(o, "pinned", json_object_new_boolean(v->pinned));
-		json_object_array_add(models, o);
-	}
+	for (size_t i = 0; i < rocmmem_status_model_count(st); i++)
+		json_object_array_add(models, ctl_model_json(rocmmem_status_model(st, i)));
 	for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
 		const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
 		json_object *o = json_object_new_object();
@@ -188,6 +161,7 @@ static json_object *status_json(const rocmmem_status *st)
 		add_u64(o, "waited_ms", v->waited_ms);
 		add_i64(o, "timeout_ms", v->timeout_ms);
 		add_str(o, "tag", v->tag);
+		add_u64(o, "model_id", v->model_id);
 		json_object_array_add(queue, o);
 	}
 	json_object_object_add(root, "devices", devices);
@@ -198,7 +172,7 @@ static json_object *status_json(const rocmmem_status *st)
 	return root;
 }
 
-static const char *duration(uint64_t s, char *buf, size_t len)
+const char *ctl_duration(uint64_t s, char *buf, size_t len)
 {
 	if (s < 60)
 		snprintf(buf, len, "%llus", (unsigned long long)s);
@@ -222,6 +196,9 @@ static void print_device_details(const rocmmem_status *st, size_t index,
 		       v->integrated ? ", integrated (APU)" : "", v->sharing);
 	if (strcmp(v->state, "ok") != 0)
 		printf("       UNUSABLE: %s\n", v->state);
+	if (v->reserved_bytes)
+		printf("       %s reserved for models (not leased, not free)\n",
+		       size_format(v->reserved_bytes, a, sizeof(a)));
 	if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME)
 		printf("       runtime: %s free of %s; %s used outside rocmmemd\n",
 		       size_format(v->runtime_free_bytes, a, sizeof(a)),
@@ -252,6 +229,23 @@ static void print_device_details(const rocmmem_status *st, size_t index,
 	}
 }
 
+/* waiter_model names the model a request waits for: "flux (3)", "model 3" if not listed, "-". */
+static const char *waiter_model(const rocmmem_status *st, const struct rocmmem_waiter_info *w,
+				char *buf, size_t len)
+{
+	snprintf(buf, len, "-");
+	if (!w->model_id)
+		return buf;
+	snprintf(buf, len, "model %llu", (unsigned long long)w->model_id);
+	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
+		const struct rocmmem_model_info *m = rocmmem_status_model(st, i);
+
+		if (m->id == w->model_id)
+			snprintf(buf, len, "%s (%llu)", m->name, (unsigned long long)m->id);
+	}
+	return buf;
+}
+
 static void print_table(const rocmmem_status *st)
 {
 	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
@@ -259,7 +253,7 @@ static void print_table(const rocmmem_status *st)
 	char t[32];
 
 	printf("rocmmemd %s, pid %d, up %s, backend %s\n\n", d->version, (int)d->pid,
-	       duration(d->uptime_s, t, sizeof(t)), d->backend);
+	       ctl_duration(d->uptime_s, t, sizeof(t)), d->backend);
 	printf("%-6s %-20s %10s %10s %10s %10s %7s %7s\n", "DEVICE", "NAME", "TOTAL", "BUDGET",
 	       "LEASED", "FREE", "LEASES", "WAITING");
 	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
@@ -281,7 +275,7 @@ static void print_table(const rocmmem_status *st)
 		printf("%-8d %-6u %-24.24s %7u %10s %9s\n", (int)v->pid, v->uid,
 		       v->name[0] ? v->name : "-", v->leases,
 		       size_format(v->leased_bytes, a, sizeof(a)),
-		       duration(v->connected_s, t, sizeof(t)));
+		       ctl_duration(v->connected_s, t, sizeof(t)));
 	}
 	if (rocmmem_status_lease_count(st)) {
 		printf("\n%-8s %-8s %-6s %10s %9s  %s\n", "LEASE", "PID", "DEVICE", "SIZE", "AGE",
@@ -291,34 +285,28 @@ static void print_table(const rocmmem_status *st)
 
 			printf("%-8llu %-8d %-6u %10s %9s  %s\n", (unsigned long long)v->id,
 			       (int)v->owner_pid, v->device, size_format(v->bytes, a, sizeof(a)),
-			       duration(v->age_ms / 1000, t, sizeof(t)), v->tag);
+			       ctl_duration(v->age_ms / 1000, t, sizeof(t)), v->tag);
 		}
 	}
 	if (rocmmem_status_model_count(st)) {
-		printf("\n%-24s %-14s %-8s %-6s %10s %s\n", "MODEL", "CLASS", "PID", "DEVICE",
-		       "SIZE", "STATE");
-		for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
-			const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
-
-			printf("%-24.24s %-14s %-8d %-6u %10s %s\n", v->name,
-			       class_name(v->model_class), (int)v->owner_pid, v->device,
-			       size_format(v->bytes, a, sizeof(a)), state_name(v->state));
-		}
+		printf("\n");
+		ctl_models_table(st, -1);
 	}
 	if (rocmmem_status_waiter_count(st)) {
-		printf("\n%-8s %-6s %10s %9s %9s  %s\n", "WAITING", "DEVICE", "SIZE", "WAITED",
-		       "TIMEOUT", "TAG");
+		printf("\n%-8s %-6s %10s %9s %9s  %-24s %s\n", "WAITING", "DEVICE", "SIZE",
+		       "WAITED", "TIMEOUT", "MODEL", "TAG");
 		for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
 			const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
-			char to[32];
+			char to[32], model[96];
 
 			if (v->timeout_ms < 0)
 				snprintf(to, sizeof(to), "none");
 			else
-				duration((uint64_t)v->timeout_ms / 1000, to, sizeof(to));
-			printf("%-8d %-6u %10s %9s %9s  %s\n", (int)v->owner_pid, v->device,
+				ctl_duration((uint64_t)v->timeout_ms / 1000, to, sizeof(to));
+			printf("%-8d %-6u %10s %9s %9s  %-24s %s\n", (int)v->owner_pid, v->device,
 			       size_format(v->bytes, a, sizeof(a)),
-			       duration(v->waited_ms / 1000, t, sizeof(t)), to, v->tag);
+			       ctl_duration(v->waited_ms / 1000, t, sizeof(t)), to,
+			       waiter_model(st, v, model, sizeof(model)), v->tag);
 		}
 	}
 }

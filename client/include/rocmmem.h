@@ -454,17 +454,21 @@ ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *client, uint64_t mod
 /*
  * rocmmem_model_evict_ack tells the daemon the model asked to be evicted has been unloaded:
  * its reservation (and any tagged lease still held) goes back. Returns 0; -EINVAL when it was
- * not asked to unload (or the eviction is already over: acked or revoked); -EBUSY while it is
- * in use; -ENOENT/-EPERM.
+ * not asked to unload (or the eviction is already over: acked or revoked); -ENOENT/-EPERM.
+ * A model being evicted is never in use: an acquire of it waits until the eviction is over and
+ * then reserves the model's whole size again.
  */
 ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *client, uint64_t model_id);
 
 /*
  * rocmmem_model_evict asks the owner of any model (this client's own, or any as root) to
- * unload it now, and waits until it has (or was revoked). Returns 0, -EBUSY (in use), -EPERM,
- * -ENOENT.
+ * unload it now, and waits until it has, storing the bytes that came back in *bytes_freed
+ * (may be NULL). Returns 0 when the owner unloaded it (or it held nothing), 1 when the owner
+ * missed the deadline and its memory was revoked, or -EBUSY (in use; or already being evicted
+ * on another request), -EPERM, -ENOENT.
  */
-ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *client, uint64_t model_id);
+ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *client, uint64_t model_id,
+				       uint64_t *bytes_freed);
 
 /* rocmmem_model_pin pins (pinned != 0) or unpins a model: the owner's, or any as root. */
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *client, uint64_t model_id, int pinned);

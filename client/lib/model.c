@@ -138,11 +138,15 @@ ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *c, uint64_t model_id)
 	return call(c, &msg, CONN_REPLY_GRACE_MS);
 }
 
-ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id)
+ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uint64_t *bytes_freed)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__AdminRequest admin = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminEvictModel req = ROCMMEM__WIRE__ADMIN_EVICT_MODEL__INIT;
+	Rocmmem__Wire__Reply *r;
+	struct inmsg *m;
+	bool revoked;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict needs a client");
@@ -151,9 +155,18 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id)
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL;
 	admin.evict_model = &req;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN;
-	msg.admin = &admin;
-	/* Answered when the owner has unloaded, or at the latest when its deadline passed. */
-	return call(c, &msg, -1);
+	msg.admin = &admin; /* Answered when the owner has unloaded, or at the latest when its
+			       deadline passed. */
+	err = conn_call(c, &msg, -1, &m);
+	if (err)
+		return err;
+	r = conn_reply(m);
+	revoked = r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT && r->evict->revoked;
+	if (bytes_freed)
+		*bytes_freed =
+		    r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT ? r->evict->bytes_freed : 0;
+	inmsg_free(m);
+	return revoked ? 1 : 0;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int pinned)

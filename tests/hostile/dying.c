@@ -17,93 +17,18 @@
 
 #define ROUNDS 20
 
-/* Exit codes of a child that failed before it could be killed. */
-enum { CHILD_NO_CONNECT = 10, CHILD_NO_HELLO, CHILD_NO_SEND, CHILD_NO_LEASE };
-
-struct child {
-	pid_t pid;
-	int sync; /* read end: the child writes one byte when it is where it should be killed */
-};
-
-typedef void (*child_fn)(int sync, int arg);
-
-/* spawn forks a child that runs fn and never returns into cmocka. */
-static struct child spawn(child_fn fn, int arg)
-{
-	struct child c;
-	int p[2];
-
-	hostile_pipe(p);
-	c.pid = fork();
-	assert_true(c.pid >= 0);
-	if (c.pid == 0) {
-		close(p[0]);
-		fn(p[1], arg);
-		_exit(0);
-	}
-	close(p[1]);
-	c.sync = p[0];
-	return c;
-}
-
-/* child_ready waits for the child's byte; fails with the child's exit status if it died. */
-static void child_ready(struct child *c)
-{
-	struct pollfd p = {.fd = c->sync, .events = POLLIN};
-	char b;
-
-	if (poll(&p, 1, 5000) == 1 && read(c->sync, &b, 1) == 1)
-		return;
-	{
-		int status = 0;
-
-		kill(c->pid, SIGKILL);
-		waitpid(c->pid, &status, 0);
-		fail_msg("child %d was not ready (exit status %d)", (int)c->pid,
-			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-	}
-}
-
-/* child_kill kills the child with SIGKILL (if it has not done so itself) and reaps it. */
-static void child_kill(struct child *c)
-{
-	int status = 0;
-
-	kill(c->pid, SIGKILL);
-	assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
-		fail_msg("child %d ended by itself (exit status %d) before it was killed",
-			 (int)c->pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-	close(c->sync);
-}
-
-static void signal_ready(int sync)
-{
-	if (write(sync, "r", 1) != 1)
-		_exit(CHILD_NO_SEND);
-}
-
-static int child_greeted(const char *name)
-{
-	int fd = harness_raw_connect(&hostile.d);
-
-	if (fd < 0)
-		_exit(CHILD_NO_CONNECT);
-	if (harness_raw_hello(fd, 1, name) != 0)
-		_exit(CHILD_NO_HELLO);
-	return fd;
-}
+enum { CHILD_NO_LEASE = HOSTILE_CHILD_FIRST };
 
 /* child_acquire sends an acquire that would be granted and dies before reading the reply. */
 static void child_acquire(int sync, int self_kill)
 {
-	int fd = child_greeted("doomed-acquire");
+	int fd = hostile_child_greeted("doomed-acquire");
 
 	if (hostile_send_acquire(fd, 2, 0, 8 * MIB, 0, "doomed") != 0)
-		_exit(CHILD_NO_SEND);
+		_exit(HOSTILE_CHILD_NO_SEND);
 	if (self_kill)
 		raise(SIGKILL);
-	signal_ready(sync);
+	hostile_signal_ready(sync);
 	for (;;)
 		pause();
 }
@@ -141,14 +66,14 @@ static void test_die_after_acquire(void **state)
 	(void)state;
 	for (int i = 0; i < ROUNDS; i++) {
 		bool self_kill = i % 2 == 0;
-		struct child c = spawn(child_acquire, self_kill);
+		struct hostile_child c = hostile_spawn(child_acquire, self_kill);
 
 		if (!self_kill) {
-			child_ready(&c);
+			hostile_child_ready(&c);
 			/* The grant is made and its reply sits unread in the child's socket. */
 			wait_totals(8 * MIB, 1);
 		}
-		child_kill(&c);
+		hostile_child_kill(&c);
 		wait_totals(0, 0);
 	}
 	hostile_assert_healthy();
@@ -158,11 +83,11 @@ static void test_die_after_acquire(void **state)
 static void child_wait(int sync, int variant)
 {
 	static const int64_t timeouts[] = {-1, INT64_MAX, 60000, INT64_MIN};
-	int fd = child_greeted("doomed-waiter");
+	int fd = hostile_child_greeted("doomed-waiter");
 
 	if (hostile_send_acquire(fd, 2, 0, 32 * MIB, timeouts[variant % 4], "doomed") != 0)
-		_exit(CHILD_NO_SEND);
-	signal_ready(sync);
+		_exit(HOSTILE_CHILD_NO_SEND);
+	hostile_signal_ready(sync);
 	for (;;)
 		pause();
 }
@@ -181,17 +106,17 @@ static void test_die_while_waiting(void **state)
 	(void)state;
 	assert_int_equal(rocmmem_lease_acquire(holder, &req, &hold), 0);
 	for (int i = 0; i < ROUNDS; i++) {
-		struct child c = spawn(child_wait, i);
+		struct hostile_child c = hostile_spawn(child_wait, i);
 		Rocmmem__Wire__ServerMessage *m = NULL;
 		uint64_t id = 100 + 2 * (uint64_t)i, lease;
 
-		child_ready(&c);
+		hostile_child_ready(&c);
 		wait_waiters(1);
 		/* 60 + 2 MiB fits, but first come, first served: it queues behind the child. */
 		assert_int_equal(hostile_send_acquire(fd, id, 0, 2 * MIB, 10000, "behind"), 0);
 		wait_waiters(2);
 		assert_int_equal(hostile_recv(fd, 5, &m, NULL, NULL), HOSTILE_RX_TIMEOUT);
-		child_kill(&c);
+		hostile_child_kill(&c);
 		lease = hostile_expect_grant(fd, id, 2 * MIB);
 		assert_int_equal(hostile_status_waiters(), 0);
 		assert_int_equal(hostile_send_release(fd, id + 1, true, lease), 0);
@@ -201,13 +126,13 @@ static void test_die_while_waiting(void **state)
 	}
 	/* Killed alone in the queue: afterwards a request that fits is granted with no wait. */
 	for (int i = 0; i < ROUNDS; i++) {
-		struct child c = spawn(child_wait, i);
+		struct hostile_child c = hostile_spawn(child_wait, i);
 		uint64_t id = 1000 + 2 * (uint64_t)i, lease;
 		Rocmmem__Wire__ServerMessage *m;
 
-		child_ready(&c);
+		hostile_child_ready(&c);
 		wait_waiters(1);
-		child_kill(&c);
+		hostile_child_kill(&c);
 		wait_waiters(0);
 		assert_int_equal(hostile_send_acquire(fd, id, 0, 2 * MIB, 0, "after"), 0);
 		lease = hostile_expect_grant(fd, id, 2 * MIB);
@@ -231,16 +156,16 @@ static void test_die_as_grant_arrives(void **state)
 	for (int i = 0; i < ROUNDS; i++) {
 		struct rocmmem_lease_request req = {.size = 60 * MIB, .tag = "holder"};
 		rocmmem_lease *hold = NULL;
-		struct child c;
+		struct hostile_child c;
 
 		assert_int_equal(rocmmem_lease_acquire(holder, &req, &hold), 0);
-		c = spawn(child_wait, i);
-		child_ready(&c);
+		c = hostile_spawn(child_wait, i);
+		hostile_child_ready(&c);
 		wait_waiters(1);
 		if (i % 2)
 			kill(c.pid, SIGKILL);
 		assert_int_equal(rocmmem_lease_release(hold), 0);
-		child_kill(&c);
+		hostile_child_kill(&c);
 		wait_totals(0, 0);
 		wait_waiters(0);
 	}
@@ -257,7 +182,7 @@ static void child_hold(int sync, int arg)
 
 	(void)arg;
 	if (rocmmem_connect(hostile.d.sock, "doomed-holder", 5000, &c) != 0)
-		_exit(CHILD_NO_CONNECT);
+		_exit(HOSTILE_CHILD_NO_CONNECT);
 	for (int i = 0; i < 4; i++) {
 		req.size = (uint64_t)(i + 1) * 2 * MIB; /* 2, 4, 6, 8 MiB */
 		if (rocmmem_lease_acquire(c, &req, &l[i]) != 0)
@@ -267,7 +192,7 @@ static void child_hold(int sync, int arg)
 	req.size = 10 * MIB;
 	if (rocmmem_lease_acquire(c, &req, &l[4]) != 0)
 		_exit(CHILD_NO_LEASE);
-	signal_ready(sync); /* holding 2 + 6 + 8 + 10 MiB in 4 leases */
+	hostile_signal_ready(sync); /* holding 2 + 6 + 8 + 10 MiB in 4 leases */
 	for (;;)
 		pause();
 }
@@ -281,8 +206,8 @@ static void child_churn(int sync, int seed)
 	unsigned r = (unsigned)seed;
 
 	if (rocmmem_connect(hostile.d.sock, "doomed-churn", 5000, &c) != 0)
-		_exit(CHILD_NO_CONNECT);
-	signal_ready(sync);
+		_exit(HOSTILE_CHILD_NO_CONNECT);
+	hostile_signal_ready(sync);
 	for (unsigned n = 0;; n++) {
 		r = r * 1103515245u + 12345u;
 		rocmmem_lease_release(held[n % 3]);
@@ -298,19 +223,19 @@ static void test_die_holding_leases(void **state)
 {
 	(void)state;
 	for (int i = 0; i < ROUNDS; i++) {
-		struct child c = spawn(child_hold, 0);
+		struct hostile_child c = hostile_spawn(child_hold, 0);
 
-		child_ready(&c);
+		hostile_child_ready(&c);
 		wait_totals(26 * MIB, 4);
-		child_kill(&c);
+		hostile_child_kill(&c);
 		wait_totals(0, 0);
 	}
 	for (int i = 0; i < ROUNDS; i++) {
-		struct child c = spawn(child_churn, i);
+		struct hostile_child c = hostile_spawn(child_churn, i);
 
-		child_ready(&c);
+		hostile_child_ready(&c);
 		hostile_sleep_ms(i % 8);
-		child_kill(&c);
+		hostile_child_kill(&c);
 		wait_totals(0, 0);
 	}
 	hostile_assert_healthy();

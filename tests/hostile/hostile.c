@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -499,4 +501,65 @@ bool hostile_wait_hup(int fd, int timeout_ms)
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLHUP);
+}
+
+struct hostile_child hostile_spawn(void (*fn)(int sync, int arg), int arg)
+{
+	struct hostile_child c;
+	int p[2];
+
+	hostile_pipe(p);
+	c.pid = fork();
+	assert_true(c.pid >= 0);
+	if (c.pid == 0) {
+		close(p[0]);
+		fn(p[1], arg);
+		_exit(0);
+	}
+	close(p[1]);
+	c.sync = p[0];
+	return c;
+}
+
+void hostile_child_ready(struct hostile_child *c)
+{
+	struct pollfd p = {.fd = c->sync, .events = POLLIN};
+	int status = 0;
+	char b;
+
+	if (poll(&p, 1, 5000) == 1 && read(c->sync, &b, 1) == 1)
+		return;
+	kill(c->pid, SIGKILL);
+	waitpid(c->pid, &status, 0);
+	fail_msg("child %d was not ready (exit status %d)", (int)c->pid,
+		 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+void hostile_child_kill(struct hostile_child *c)
+{
+	int status = 0;
+
+	kill(c->pid, SIGKILL);
+	assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+		fail_msg("child %d ended by itself (exit status %d) before it was killed",
+			 (int)c->pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	close(c->sync);
+}
+
+void hostile_signal_ready(int sync)
+{
+	if (write(sync, "r", 1) != 1)
+		_exit(HOSTILE_CHILD_NO_SEND);
+}
+
+int hostile_child_greeted(const char *name)
+{
+	int fd = harness_raw_connect(&hostile.d);
+
+	if (fd < 0)
+		_exit(HOSTILE_CHILD_NO_CONNECT);
+	if (harness_raw_hello(fd, 1, name) != 0)
+		_exit(HOSTILE_CHILD_NO_HELLO);
+	return fd;
 }

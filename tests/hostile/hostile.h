@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "harness.h"
 
@@ -45,6 +46,35 @@ void hostile_assert_healthy(void);
  * open and hold `leases` leases of `leased` bytes in all (host backend: one fd per lease).
  */
 void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients);
+
+/* Child processes killed at chosen moments. */
+
+/* Exit codes of a child that failed before it could be killed; files add theirs from _FIRST. */
+enum {
+	HOSTILE_CHILD_NO_CONNECT = 10,
+	HOSTILE_CHILD_NO_HELLO,
+	HOSTILE_CHILD_NO_SEND,
+	HOSTILE_CHILD_FIRST
+};
+
+struct hostile_child {
+	pid_t pid;
+	int sync; /* read end: the child writes one byte when it is where it should be killed */
+};
+
+/* hostile_spawn forks a child that runs fn(sync_fd, arg) and never returns into cmocka. */
+struct hostile_child hostile_spawn(void (*fn)(int sync, int arg), int arg);
+
+/* hostile_child_ready waits for the child's byte; fails with its exit status if it died. */
+void hostile_child_ready(struct hostile_child *c);
+
+/* hostile_child_kill kills the child with SIGKILL, reaps it, and fails if it ended by itself. */
+void hostile_child_kill(struct hostile_child *c);
+
+/* In the child: hostile_signal_ready writes the byte; hostile_child_greeted connects and says
+ * hello (exiting with the codes above on failure). */
+void hostile_signal_ready(int sync);
+int hostile_child_greeted(const char *name);
 
 /* Raw protocol. Every helper below fails the test on anything unexpected. */
 

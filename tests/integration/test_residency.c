@@ -168,7 +168,7 @@ static void test_reacquire_during_eviction(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(rocmmem_model_evict(admin, h.model) == 0 ? 0 : 1);
+		_exit(rocmmem_model_evict(admin, h.model, NULL) == 0 ? 0 : 1);
 	while (h.evict_requests == 0)
 		assert_true(rocmmem_dispatch(h.c) >= 0);
 	/* Acquire while evicting, from another thread: it waits behind the eviction... */

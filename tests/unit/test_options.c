@@ -394,6 +394,91 @@ static void test_parse_after_group(void **state)
 	assert_true(second.opts.has_budget);
 }
 
+static void test_evict_deadline(void **state)
+{
+	struct run r;
+
+	(void)state;
+	assert_int_equal(parse(&r, NULL), 0);
+	assert_true(r.opts.evict_deadline_ms == OPTIONS_EVICT_DEADLINE_MS);
+	assert_int_equal(parse(&r, "--evict-deadline", "5", NULL), 0);
+	assert_true(r.opts.evict_deadline_ms == 5000);
+	assert_int_equal(parse(&r, "--evict-deadline", "0.25", NULL), 0);
+	assert_true(r.opts.evict_deadline_ms == 250);
+	assert_int_equal(parse(&r, "--evict-deadline", "3600", NULL), 0);
+	assert_true(r.opts.evict_deadline_ms == 3600000);
+	static const char *const bad[] = {"0", "-1", "3601", "soon", "", "1e99", "5s5"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		parse(&r, "--evict-deadline", bad[i], NULL);
+		expect_usage_error(&r, "invalid --evict-deadline");
+	}
+}
+
+/* pair says whether classes a and b exclude each other in x. */
+static bool pair(const struct class_exclusion *x, const char *a, const char *b)
+{
+	unsigned ca, cb;
+
+	assert_int_equal(model_class_parse(a, &ca), 0);
+	assert_int_equal(model_class_parse(b, &cb), 0);
+	assert_int_equal(class_exclusion_conflict(x, ca, cb), class_exclusion_conflict(x, cb, ca));
+	return class_exclusion_conflict(x, ca, cb);
+}
+
+static void test_exclusive(void **state)
+{
+	struct run r;
+
+	(void)state;
+	assert_int_equal(parse(&r, NULL), 0);
+	assert_false(class_exclusion_any(&r.opts.exclusive_all));
+	assert_int_equal(parse(&r, "--exclusive", "transformer,vae", NULL), 0);
+	assert_true(pair(&r.opts.exclusive_all, "transformer", "vae"));
+	assert_false(pair(&r.opts.exclusive_all, "transformer", "transformer"));
+	assert_false(pair(&r.opts.exclusive_all, "transformer", "text_encoder"));
+	assert_false(class_exclusion_any(&r.opts.exclusive[0]));
+
+	/* Repeated groups stay separate rules: no pair across them. */
+	assert_int_equal(parse(&r, "--exclusive", "transformer,vae", "--exclusive",
+			       "text_encoder,image_encoder", NULL),
+			 0);
+	assert_true(pair(&r.opts.exclusive_all, "transformer", "vae"));
+	assert_true(pair(&r.opts.exclusive_all, "text_encoder", "image_encoder"));
+	assert_false(pair(&r.opts.exclusive_all, "transformer", "text_encoder"));
+	assert_false(pair(&r.opts.exclusive_all, "vae", "image_encoder"));
+
+	/* Three classes: every two of them. A device prefix applies to that device alone. */
+	assert_int_equal(parse(&r, "--exclusive", "1:transformer,vae,other", NULL), 0);
+	assert_false(class_exclusion_any(&r.opts.exclusive_all));
+	assert_true(pair(&r.opts.exclusive[1], "transformer", "other"));
+	assert_true(pair(&r.opts.exclusive[1], "vae", "other"));
+	assert_true(pair(&r.opts.exclusive[1], "vae", "transformer"));
+	assert_false(pair(&r.opts.exclusive[1], "vae", "image_encoder"));
+	assert_false(class_exclusion_any(&r.opts.exclusive[0]));
+
+	parse(&r, "--exclusive", "transformer,unet", NULL);
+	expect_usage_error(&r, "unknown class 'unet'");
+	static const char *const bad[] = {
+	    "transformer",
+	    "transformer,transformer",
+	    "",
+	    ",",
+	    "-1:transformer,vae",
+	    "x:transformer,vae",
+	    "99999999999:transformer,vae",
+	    ":transformer,vae",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		parse(&r, "--exclusive", bad[i], NULL);
+		expect_usage_error(&r, "invalid --exclusive");
+	}
+	char lng[400];
+	memset(lng, 'a', sizeof(lng) - 1);
+	lng[sizeof(lng) - 1] = '\0';
+	parse(&r, "--exclusive", lng, NULL);
+	expect_usage_error(&r, "invalid --exclusive");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +489,7 @@ int main(void)
 	    cmocka_unit_test(test_unknown_option),  cmocka_unit_test(test_unknown_option_in_group),
 	    cmocka_unit_test(test_stray_argument),  cmocka_unit_test(test_help_version),
 	    cmocka_unit_test(test_parse_twice),	    cmocka_unit_test(test_parse_after_group),
+	    cmocka_unit_test(test_evict_deadline),  cmocka_unit_test(test_exclusive),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,7 @@
 #define TRANSFORMER 1
 #define VAE 2
 #define TEXT 3
+#define IMAGE 4
 
 /* Two stand-in clients: only their addresses matter to the policy. */
 static int client_a, client_b;
@@ -126,9 +127,11 @@ static void test_exclusive_conflicts_go_first(void **state)
 	struct model *v[3] = {&m[0], &m[1], &m[2]};
 	struct placement_request r = request(16 * MiB, 64 * MiB, &m[2], A);
 	struct placement_plan p;
+	struct class_exclusion x = {{0}};
 
 	(void)state;
-	r.exclusive_mask = (1u << TRANSFORMER) | (1u << VAE);
+	class_exclusion_add(&x, (1u << TRANSFORMER) | (1u << VAE));
+	r.exclusive = &x;
 	assert_true(placement_conflicts(&r, v, 3));
 	placement_plan(&r, v, 3, &p);
 	assert_int_equal(p.nvictims, 1);
@@ -144,6 +147,12 @@ static void test_exclusive_conflicts_go_first(void **state)
 	assert_false(placement_conflicts(&r, v, 3));
 	m[0].model_class = TEXT;
 	assert_false(placement_conflicts(&r, v, 3));
+	/* A second group is a rule of its own: text encoders exclude image encoders, not VAEs. */
+	class_exclusion_add(&x, (1u << TEXT) | (1u << IMAGE));
+	assert_false(placement_conflicts(&r, v, 3));
+	m[2].model_class = IMAGE;
+	assert_true(placement_conflicts(&r, v, 3));
+	m[2].model_class = VAE;
 	/* Nothing resident: no conflict either. */
 	m[0].model_class = TRANSFORMER;
 	m[0].reservation = 0;
@@ -160,6 +169,7 @@ static void test_impossible_requests(void **state)
 	};
 	struct model *v[3] = {&m[0], &m[1], &m[2]};
 	struct placement_request r = request(32 * MiB, 0, &m[2], A);
+	struct class_exclusion x = {{0}};
 
 	(void)state;
 	assert_int_equal(placement_impossible(&r, v, 3, 64 * MiB, why, sizeof(why)), 0);
@@ -169,7 +179,8 @@ static void test_impossible_requests(void **state)
 	assert_non_null(strstr(why, "pinned models hold 40 MiB"));
 	/* A pinned model of an exclusive class: never. */
 	m[0].reservation = 8 * MiB;
-	r.exclusive_mask = (1u << TRANSFORMER) | (1u << VAE);
+	class_exclusion_add(&x, (1u << TRANSFORMER) | (1u << VAE));
+	r.exclusive = &x;
 	assert_int_equal(placement_impossible(&r, v, 3, 64 * MiB, why, sizeof(why)), -EDEADLK);
 	assert_non_null(strstr(why, "pinned"));
 	/* This client's own model in use stands in the way: a single thread would wait forever. */
@@ -182,7 +193,7 @@ static void test_impossible_requests(void **state)
 	m[0].owner = (struct client *)B;
 	assert_int_equal(placement_impossible(&r, v, 3, 64 * MiB, why, sizeof(why)), 0);
 	/* Bytes only this client's in-use models could free. */
-	r.exclusive_mask = 0;
+	r.exclusive = NULL;
 	m[0].use_count = 0;
 	m[1].use_count = 1;
 	m[1].reservation = 40 * MiB;
