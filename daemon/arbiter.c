@@ -58,6 +58,12 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			 size_format(info.total_bytes, t, sizeof(t)),
 			 size_format(budget, b, sizeof(b)),
 			 size_format(a->devices[i].headroom, h, sizeof(h)));
+		if (class_exclusion_any(&a->devices[i].exclusive)) {
+			char pairs[256];
+
+			class_exclusion_format(&a->devices[i].exclusive, pairs, sizeof(pairs));
+			log_info("device %u: never resident together: %s", i, pairs);
+		}
 	}
 	for (unsigned i = n; i < BACKEND_MAX_DEVICES; i++) {
 		if (class_exclusion_any(&res->exclusive[i])) {

@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const class_names[MODEL_CLASSES] = {
@@ -49,4 +50,25 @@ bool class_exclusion_any(const struct class_exclusion *x)
 bool class_exclusion_conflict(const struct class_exclusion *x, unsigned a, unsigned b)
 {
 	return a < MODEL_CLASSES && b < MODEL_CLASSES && a != b && (x->excludes[a] & (1u << b));
+}
+
+void class_exclusion_format(const struct class_exclusion *x, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	for (unsigned a = 0; a < MODEL_CLASSES; a++) {
+		for (unsigned b = a + 1; b < MODEL_CLASSES; b++) {
+			int n;
+
+			if (!class_exclusion_conflict(x, a, b) || used >= len)
+				continue;
+			n = snprintf(buf + used, len - used, "%s%s/%s", used ? ", " : "",
+				     class_names[a], class_names[b]);
+			if (n > 0)
+				used += (size_t)n;
+		}
+	}
 }

@@ -4,6 +4,7 @@
 #define ROCMMEMD_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <uv.h>
@@ -90,6 +91,9 @@ bool class_exclusion_any(const struct class_exclusion *x);
 
 /* class_exclusion_conflict says whether distinct classes a and b may not be resident together. */
 bool class_exclusion_conflict(const struct class_exclusion *x, unsigned a, unsigned b);
+
+/* class_exclusion_format writes the pairs, e.g. "transformer/vae, text_encoder/image_encoder". */
+void class_exclusion_format(const struct class_exclusion *x, char *buf, size_t len);
 
 /* model_class_name names a class for messages ("transformer", ...). */
 const char *model_class_name(unsigned model_class);

@@ -446,6 +446,11 @@ static void test_exclusive(void **state)
 	assert_true(pair(&r.opts.exclusive_all, "text_encoder", "image_encoder"));
 	assert_false(pair(&r.opts.exclusive_all, "transformer", "text_encoder"));
 	assert_false(pair(&r.opts.exclusive_all, "vae", "image_encoder"));
+	char text[256];
+	class_exclusion_format(&r.opts.exclusive_all, text, sizeof(text));
+	assert_string_equal(text, "transformer/vae, text_encoder/image_encoder");
+	class_exclusion_format(&r.opts.exclusive_all, text, 8); /* truncated, still terminated */
+	assert_string_equal(text, "transfo");
 
 	/* Three classes: every two of them. A device prefix applies to that device alone. */
 	assert_int_equal(parse(&r, "--exclusive", "1:transformer,vae,other", NULL), 0);
