@@ -59,3 +59,18 @@ bool text_is_clean(const char *s, size_t max)
 	}
 	return true;
 }
+
+size_t text_copy(char *dst, size_t size, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n >= size) {
+		n = size - 1;
+		/* Back off continuation bytes: the cut lands before a character's first byte. */
+		while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+			n--;
+	}
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+	return n;
+}

@@ -12,4 +12,10 @@
  */
 bool text_is_clean(const char *s, size_t max);
 
+/*
+ * text_copy copies s into dst (size bytes, size > 0), cutting it if needed at a character
+ * boundary so that valid UTF-8 stays valid. Returns the bytes copied, without the NUL.
+ */
+size_t text_copy(char *dst, size_t size, const char *s);
+
 #endif

@@ -4,11 +4,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "events.h"
+#include "explain.h"
 #include "job.h"
 #include "log.h"
 #include "residency.h"
@@ -84,84 +87,52 @@ void arbiter_finish(struct arbiter *a)
 	a->backend = NULL;
 }
 
-/* holders writes who holds memory on a device, largest first: "pid 1 'a' 64 MiB, ...". */
-static void holders(const struct arbiter *a, unsigned dev, char *buf, size_t len)
-{
-	enum { TOP = 3 };
-	const struct client *top[TOP] = {NULL};
-	const struct client *c;
-	uint64_t rest_bytes = 0;
-	unsigned rest = 0;
-	size_t used = 0;
+/* What a refused request was: its device, bytes and model (NULL for a lease). */
+struct refused {
+	unsigned device;
+	uint64_t bytes;
+	const struct model *model;
+	uint64_t waited_ms;
+};
 
-	TAILQ_FOREACH (c, &a->server->clients, link) {
-		uint64_t bytes = c->device_bytes[dev];
-		const struct client *out = c;
-
-		if (bytes == 0)
-			continue;
-		/* Insert into the top list; whatever falls off its end counts as "others". */
-		for (unsigned i = 0; i < TOP && out; i++) {
-			if (!top[i] || out->device_bytes[dev] > top[i]->device_bytes[dev]) {
-				const struct client *t = top[i];
-
-				top[i] = out;
-				out = t;
-			}
-		}
-		if (out) {
-			rest++;
-			rest_bytes += out->device_bytes[dev];
-		}
-	}
-	buf[0] = '\0';
-	for (unsigned i = 0; i < TOP && top[i]; i++) {
-		char label[128], size[SIZE_FORMAT_MAX];
-		int n = snprintf(buf + used, len - used, "%s%s %s", i ? ", " : "",
-				 client_label(top[i], label, sizeof(label)),
-				 size_format(top[i]->device_bytes[dev], size, sizeof(size)));
-
-		if (n < 0 || (size_t)n >= len - used)
-			return;
-		used += (size_t)n;
-	}
-	if (rest) {
-		char size[SIZE_FORMAT_MAX];
-
-		snprintf(buf + used, len - used, " and %u other client(s) %s", rest,
-			 size_format(rest_bytes, size, sizeof(size)));
-	}
-	if (!top[0])
-		snprintf(buf, len, "no client");
-}
+static void deny(struct arbiter *a, struct client *c, uint64_t request_id, int err,
+		 const struct refused *r, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /*
- * describe explains why a request is not granted now: what was asked, what is free, what
- * waits ahead and who holds the memory. This text is what users read in their error.
+ * deny refuses a memory request: the client gets err and the explanation, and so do the log,
+ * the telemetry subscribers and the latest refusals in status. A model request's explanation
+ * starts with the model's name.
  */
-static void describe(const struct arbiter *a, const struct device *d, uint64_t requested,
-		     uint64_t size, unsigned ahead, char *buf, size_t len)
+static void deny(struct arbiter *a, struct client *c, uint64_t request_id, int err,
+		 const struct refused *r, const char *fmt, ...)
 {
-	char req[SIZE_FORMAT_MAX], rounded[SIZE_FORMAT_MAX], gran[SIZE_FORMAT_MAX];
-	char fr[SIZE_FORMAT_MAX], bud[SIZE_FORMAT_MAX], who[512], round_note[96] = "";
-	char queue_note[64] = "", freeing_note[64] = "", rel[SIZE_FORMAT_MAX];
+	struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_DENIED,
+			  .client = c,
+			  .has_device = true,
+			  .device = r->device,
+			  .bytes = r->bytes,
+			  .waited_ms = r->waited_ms,
+			  .error = err};
+	char why[DENIAL_REASON_MAX];
+	va_list ap;
 
-	if (requested != size)
-		snprintf(round_note, sizeof(round_note), " (%s in %s granules)",
-			 size_format(size, rounded, sizeof(rounded)),
-			 size_format(d->granule, gran, sizeof(gran)));
-	if (ahead)
-		snprintf(queue_note, sizeof(queue_note), "; %u earlier request(s) wait ahead",
-			 ahead);
-	if (d->releasing || residency_evicting_bytes(d))
-		snprintf(freeing_note, sizeof(freeing_note), "; %s is being freed",
-			 size_format(d->releasing + residency_evicting_bytes(d), rel, sizeof(rel)));
-	holders(a, d->index, who, sizeof(who));
-	snprintf(buf, len,
-		 "requested %s%s on device %u (%s): %s of its %s budget is free%s%s; held by %s",
-		 size_format(requested, req, sizeof(req)), round_note, d->index, d->name,
-		 size_format(device_free(d), fr, sizeof(fr)),
-		 size_format(d->budget, bud, sizeof(bud)), freeing_note, queue_note, who);
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (err == -ETIMEDOUT)
+		a->counters.timeouts++;
+	else
+		a->counters.denials++;
+	if (r->model) {
+		e.model_id = r->model->id;
+		e.model_name = r->model->name;
+		client_reply_error(c, request_id, err, "model '%s': %s", r->model->name, why);
+		event_emit(a->server, &e, LOG_LEVEL_WARN, "model '%s': %s", r->model->name, why);
+	} else {
+		client_reply_error(c, request_id, err, "%s", why);
+		event_emit(a->server, &e, LOG_LEVEL_WARN, "%s", why);
+	}
 }
 
 /* A lease request whose memory the backend is allocating. */
@@ -233,6 +204,25 @@ static void free_allocation(struct arbiter *a, unsigned device, const struct bac
 	}
 }
 
+/* released tells the log and subscribers that l is going back (how: "released", "reclaimed"). */
+static void released(struct arbiter *a, const struct lease *l, enum log_level level,
+		     const char *how)
+{
+	struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED,
+			  .client = l->owner,
+			  .has_device = true,
+			  .device = l->device,
+			  .bytes = l->size,
+			  .lease_id = l->id,
+			  .model_id = l->model ? l->model->id : 0,
+			  .model_name = l->model ? l->model->name : NULL};
+	char sz[SIZE_FORMAT_MAX], who[128];
+
+	event_emit(a->server, &e, level, "%s lease %" PRIu64 " (%s on device %u) of %s", how, l->id,
+		   size_format(l->size, sz, sizeof(sz)), l->device,
+		   client_label(l->owner, who, sizeof(who)));
+}
+
 void arbiter_lease_destroy(struct arbiter *a, struct lease *l)
 {
 	struct client *c = l->owner;
@@ -302,17 +292,21 @@ static void grant_done(struct job *job)
 	struct lease *l = NULL;
 
 	if (job->err) {
+		struct refused r = {
+		    .device = d->index, .bytes = job->size, .waited_ms = g->waited_ms};
+
 		device_uncharge(d, job->size);
 		a->counters.failures++;
-		log_warn("Could not allocate %s on device %u for %s: %s",
-			 size_format(job->size, sz, sizeof(sz)), d->index,
-			 client_label(c, who, sizeof(who)),
-			 job->why[0] ? job->why : strerror(-job->err));
-		if (!c->closing)
-			client_reply_error(c, g->request_id, job->err,
-					   "Could not allocate %s on device %u (%s): %s",
-					   size_format(job->size, sz, sizeof(sz)), d->index,
-					   d->name, job->why[0] ? job->why : strerror(-job->err));
+		if (c->closing)
+			log_warn("Could not allocate %s on device %u for %s: %s",
+				 size_format(job->size, sz, sizeof(sz)), d->index,
+				 client_label(c, who, sizeof(who)),
+				 job->why[0] ? job->why : strerror(-job->err));
+		else
+			deny(a, c, g->request_id, job->err, &r,
+			     "Could not allocate %s on device %u (%s): %s",
+			     size_format(job->size, sz, sizeof(sz)), d->index, d->name,
+			     job->why[0] ? job->why : strerror(-job->err));
 		if (job->err == -ENODEV)
 			arbiter_device_lost(a, d->index, job->why[0] ? job->why : "device gone");
 		goto out;
@@ -346,10 +340,24 @@ static void grant_done(struct job *job)
 	c->leased_bytes += l->size;
 	c->device_bytes[d->index] += l->size;
 	a->counters.grants++;
-	log_debug("granted lease %" PRIu64 " (%s on device %u, %s) to %s after %" PRIu64 " ms",
-		  l->id, size_format(l->size, sz, sizeof(sz)), d->index,
-		  backend_sharing_name(l->alloc.handle_kind), client_label(c, who, sizeof(who)),
-		  g->waited_ms);
+	{
+		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED,
+				  .client = c,
+				  .has_device = true,
+				  .device = d->index,
+				  .bytes = l->size,
+				  .lease_id = l->id,
+				  .model_id = l->model ? l->model->id : 0,
+				  .model_name = l->model ? l->model->name : NULL,
+				  .waited_ms = g->waited_ms};
+
+		event_emit(a->server, &e, LOG_LEVEL_INFO,
+			   "granted lease %" PRIu64
+			   " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
+			   l->id, size_format(l->size, sz, sizeof(sz)), d->index,
+			   backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "",
+			   l->tag, client_label(c, who, sizeof(who)), g->waited_ms);
+	}
 	reply_grant(a, c, g->request_id, l, g->waited_ms);
 	/* Exported for this grant only: the client has its own copies now. */
 	if (l->alloc.transient_fds)
@@ -421,7 +429,7 @@ static void grant_waiter(struct arbiter *a, const struct waiter *w, uint64_t wai
 		grant(a, w->client, w->request_id, &a->devices[w->device], w->size, w->tag,
 		      w->model ? w->model->id : 0, waited_ms);
 	else
-		residency_grant(a, w);
+		residency_grant(a, w, waited_ms);
 }
 
 /*
@@ -465,15 +473,17 @@ static void on_timeout(uv_timer_t *timer)
 	struct waiter *w = timer->data;
 	struct arbiter *a = &w->client->server->arbiter;
 	struct device *d = &a->devices[w->device];
-	char why[1024];
+	struct refused r = {.device = w->device,
+			    .bytes = w->requested,
+			    .model = w->model,
+			    .waited_ms = uv_now(a->loop) - w->enqueued_ms};
+	char why[DENIAL_REASON_MAX];
 
-	a->counters.timeouts++;
 	w->size = residency_need(w);
-	describe(a, d, w->requested, w->size, queue_position(&d->queue, w), why, sizeof(why));
-	client_reply_error(w->client, w->request_id, -ETIMEDOUT,
-			   "timed out after %" PRId64 " ms waiting%s%s%s: %s", w->timeout_ms,
-			   w->model ? " for model '" : "", w->model ? w->model->name : "",
-			   w->model ? "'" : "", why);
+	explain_refusal(a, d, w->requested, w->size, queue_position(&d->queue, w), why,
+			sizeof(why));
+	deny(a, w->client, w->request_id, -ETIMEDOUT, &r, "timed out after %" PRId64 " ms: %s",
+	     w->timeout_ms, why);
 	waiter_drop(a, w);
 	/* The queue's head may have changed: whoever is now first may fit. */
 	arbiter_pump(a);
@@ -515,12 +525,13 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		return;
 	}
 	if (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget) {
-		a->counters.denials++;
-		client_reply_error(c, request_id, -E2BIG,
-				   "requested %s on device %u (%s), more than its whole budget of "
-				   "%s: it can never be granted",
-				   size_format(req->size, s1, sizeof(s1)), dev, d->name,
-				   size_format(d->budget, s2, sizeof(s2)));
+		struct refused r = {.device = dev, .bytes = req->size};
+
+		deny(a, c, request_id, -E2BIG, &r,
+		     "requested %s on device %u (%s), more than its whole budget of %s: it can "
+		     "never be granted",
+		     size_format(req->size, s1, sizeof(s1)), dev, d->name,
+		     size_format(d->budget, s2, sizeof(s2)));
 		return;
 	}
 	if (c->lease_count + c->jobs >= lim->max_leases) {
@@ -561,7 +572,8 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 	const struct limits *lim = &a->server->limits;
 	struct device *d = &a->devices[t->device];
 	struct client *c = t->client;
-	char why[1024], s1[SIZE_FORMAT_MAX];
+	struct refused r = {.device = t->device, .bytes = t->requested, .model = t->model};
+	char why[DENIAL_REASON_MAX], s1[SIZE_FORMAT_MAX];
 	struct waiter *w;
 	int err;
 
@@ -573,9 +585,7 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 	/* Never: pinned models or this client's own in-use models stand in the way for good. */
 	err = residency_impossible(a, d, t, why, sizeof(why));
 	if (err) {
-		a->counters.denials++;
-		client_reply_error(c, t->request_id, err, "%s%s%s%s", t->model ? "model '" : "",
-				   t->model ? t->model->name : "", t->model ? "': " : "", why);
+		deny(a, c, t->request_id, err, &r, "%s", why);
 		return;
 	}
 	if (queue_empty(&d->queue) && waiter_fits(a, d, t)) {
@@ -583,10 +593,8 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 		return;
 	}
 	if (t->timeout_ms == 0) {
-		a->counters.denials++;
-		describe(a, d, t->requested, t->size, d->queue.count, why, sizeof(why));
-		client_reply_error(c, t->request_id, -ENOMEM, "%s%s%s%s", t->model ? "model '" : "",
-				   t->model ? t->model->name : "", t->model ? "': " : "", why);
+		explain_refusal(a, d, t->requested, t->size, d->queue.count, why, sizeof(why));
+		deny(a, c, t->request_id, -ENOMEM, &r, "%s", why);
 		return;
 	}
 	if (c->waiter_count >= lim->max_pending) {
@@ -643,6 +651,7 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 				   lease_id, client_label(l->owner, owner, sizeof(owner)));
 		return;
 	}
+	released(a, l, LOG_LEVEL_INFO, "released");
 	arbiter_lease_destroy(a, l);
 	a->counters.releases++;
 	reply.has_id = true;
@@ -661,6 +670,8 @@ void arbiter_client_gone(struct arbiter *a, struct client *c)
 	while ((w = TAILQ_FIRST(&c->waiters)))
 		waiter_drop(a, w);
 	while ((l = TAILQ_FIRST(&c->leases))) {
+		/* One line for them all follows from the disconnect; each one for subscribers. */
+		released(a, l, LOG_LEVEL_DEBUG, "reclaimed");
 		arbiter_lease_destroy(a, l);
 		a->counters.reclaimed++;
 	}
@@ -726,9 +737,18 @@ static void trim_done(struct job *job)
 	t->released += job->released;
 	a->counters.trims++;
 	a->counters.bytes_trimmed += job->released;
-	if (job->released)
-		log_info("trimmed %s on device %u", size_format(job->released, sz, sizeof(sz)),
-			 d->index);
+	{
+		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_TRIM_DONE,
+				  .client = t->client,
+				  .has_device = true,
+				  .device = d->index,
+				  .bytes = job->released};
+
+		/* A trim that found nothing is worth a line only when debugging. */
+		event_emit(a->server, &e, job->released ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+			   "trimmed %s on device %u%s", size_format(job->released, sz, sizeof(sz)),
+			   d->index, t->client ? " on request" : "");
+	}
 	free(tj);
 	if (--t->pending == 0)
 		trim_answer(t);

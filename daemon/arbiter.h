@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "denials.h"
 #include "device.h"
 #include "lease.h"
 #include "rocmmem.pb-c.h"
@@ -26,6 +27,7 @@ struct counters {
 	uint64_t bytes_trimmed;
 	uint64_t evictions;   /* evict requests sent */
 	uint64_t revocations; /* models whose owner missed the deadline */
+	uint64_t connections; /* clients that said hello */
 };
 
 /* Residency settings from the command line (or configuration). */
@@ -46,6 +48,7 @@ struct arbiter {
 	struct idtable models;
 	uint64_t evict_deadline_ms; /* how long an owner has to unload an evicted model */
 	struct counters counters;
+	struct denials denials; /* the latest refusals, for status */
 	uint64_t next_waiter_seq;
 	bool pumping;
 	bool pump_again;

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "arbiter.h"
-#include "residency.h"
+#include "events.h"
+#include "feed.h"
 #include "log.h"
+#include "residency.h"
 #include "server.h"
 #include "size.h"
 #include "text.h"
@@ -165,14 +167,24 @@ void client_destroy(struct client *c)
 	c->closing = true;
 	TAILQ_REMOVE(&s->clients, c, link);
 	s->client_count--;
+	feed_client_gone(&s->feed, c);
 	arbiter_client_gone(&s->arbiter, c);
 	free_outq(c);
-	if (leases)
-		log_info("client %s disconnected; reclaimed %s in %u lease(s)",
-			 client_label(c, label, sizeof(label)),
-			 size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
-	else if (c->greeted)
-		log_info("client %s disconnected", client_label(c, label, sizeof(label)));
+	if (c->greeted) {
+		struct event e = {
+		    .type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_DISCONNECTED,
+		    .client = c,
+		    .bytes = leased};
+
+		if (leases)
+			event_emit(s, &e, LOG_LEVEL_INFO,
+				   "client %s disconnected; reclaimed %s in %u lease(s)",
+				   client_label(c, label, sizeof(label)),
+				   size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
+		else
+			event_emit(s, &e, LOG_LEVEL_INFO, "client %s disconnected",
+				   client_label(c, label, sizeof(label)));
+	}
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_closed);
 }
@@ -263,9 +275,38 @@ static void flush(struct client *c)
 	}
 	if (c->status.stage != STATUS_IDLE)
 		status_continue(c);
+	/* Telemetry it fell behind on goes once replies are out. */
+	if (!reading_paused(c) && c->feed_blocked) {
+		c->feed_blocked = false;
+		feed_client_writable(&c->server->feed, c);
+	}
 	/* Drained (unless the status stream queued more): read the waiting requests again. */
 	if (!reading_paused(c))
-		set_poll_events(c, UV_READABLE | UV_DISCONNECT);
+		set_poll_events(c,
+				UV_READABLE | UV_DISCONNECT | (c->feed_blocked ? UV_WRITABLE : 0));
+}
+
+int client_send_droppable(struct client *c, const uint8_t *buf, size_t len)
+{
+	int rc;
+
+	if (c->closing || c->kicked)
+		return -EPIPE;
+	if (!TAILQ_EMPTY(&c->outq)) {
+		c->feed_blocked = true; /* flush() wakes the feed once the replies are out */
+		return -EAGAIN;
+	}
+	rc = wire_send(c->fd, buf, len, NULL, 0, MSG_DONTWAIT);
+	if (rc == -EAGAIN) {
+		c->feed_blocked = true;
+		set_poll_events(c, UV_READABLE | UV_WRITABLE | UV_DISCONNECT);
+		return rc;
+	}
+	if (rc < 0) {
+		client_kick(c, "the connection failed");
+		return rc;
+	}
+	return 0;
 }
 
 static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *msg, const int *fds,
@@ -388,19 +429,15 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
 	reply.hello = &body;
 	client_reply(c, &reply, NULL, 0);
-	log_info("client %s connected (uid %u, connection %" PRIu64 ")",
-		 client_label(c, label, sizeof(label)), (unsigned)c->uid, c->id);
-}
+	s->arbiter.counters.connections++;
+	{
+		struct event e = {.type =
+				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
+				  .client = c};
 
-/* request_name names a request type for messages. */
-static const char *request_name(Rocmmem__Wire__ClientMessage__BodyCase body)
-{
-	switch (body) {
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
-		return "telemetry subscription";
-	default:
-		return "this request";
+		event_emit(s, &e, LOG_LEVEL_INFO,
+			   "client %s connected (uid %u, connection %" PRIu64 ")",
+			   client_label(c, label, sizeof(label)), (unsigned)c->uid, c->id);
 	}
 }
 
@@ -474,6 +511,12 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
 		dispatch_admin(c, id, msg->admin);
 		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
+		feed_subscribe(&s->feed, c, id, msg->subscribe);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
+		feed_unsubscribe(&s->feed, c, id);
+		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
 		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);
 		break;
@@ -484,8 +527,9 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 				   ROCMMEM_VERSION_STRING);
 		break;
 	default:
-		client_reply_error(c, id, -EOPNOTSUPP, "%s is not supported by this rocmmemd %s",
-				   request_name(msg->body_case), ROCMMEM_VERSION_STRING);
+		client_reply_error(c, id, -EOPNOTSUPP,
+				   "this request is not supported by this rocmmemd %s",
+				   ROCMMEM_VERSION_STRING);
 		break;
 	}
 }

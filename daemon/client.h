@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "feed.h"
 #include "lease.h"
 #include "model.h"
 #include "queue.h"
@@ -47,6 +48,8 @@ struct client {
 	size_t out_bytes;
 	uint64_t event_seq;
 	struct status_cursor status; /* a status reply being streamed, if any */
+	struct subscription sub;     /* telemetry it subscribed to, if any */
+	bool feed_blocked;  /* telemetry found its socket full: wake the feed when it drains */
 	unsigned jobs;	    /* backend jobs in flight for this client: they keep it allocated */
 	bool handle_closed; /* libuv is done with the poll handle */
 	TAILQ_ENTRY(client) link;
@@ -76,6 +79,13 @@ int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, 
 /* client_reply_error sends an error reply: err is a negative errno, fmt the human message. */
 void client_reply_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/*
+ * client_send_droppable sends a packed ServerMessage only if the socket takes it at once and no
+ * reply waits before it: telemetry, which is thinned rather than queued. Returns 0, -EAGAIN
+ * (not sent; the feed is told when the socket drains) or another negative errno (kicked).
+ */
+int client_send_droppable(struct client *c, const uint8_t *buf, size_t len);
 
 /* client_event sends an unsolicited event, numbering it. */
 void client_event(struct client *c, Rocmmem__Wire__Event *event);

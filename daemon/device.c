@@ -109,3 +109,59 @@ uint64_t device_external(const struct device *dev)
 	/* What the runtime counts as used beyond what rocmmemd itself holds. */
 	return used > dev->leased ? used - dev->leased : 0;
 }
+
+/* runtime_cap caps bytes by what the runtime reports free, when it has been sampled. */
+static uint64_t runtime_cap(const struct device *dev, uint64_t bytes)
+{
+	if (dev->has_meminfo && dev->runtime_free < bytes)
+		bytes = dev->runtime_free;
+	return bytes & ~(dev->granule - 1);
+}
+
+uint64_t device_largest_grantable(const struct device *dev)
+{
+	if (dev->lost)
+		return 0;
+	return runtime_cap(dev, device_free(dev));
+}
+
+uint64_t device_evictable(const struct device *dev)
+{
+	const struct model *m;
+	uint64_t bytes = 0;
+
+	TAILQ_FOREACH (m, &dev->models, device_link) {
+		if (model_evictable(m))
+			bytes += model_resident(m);
+	}
+	return bytes;
+}
+
+uint64_t device_largest_with_eviction(const struct device *dev)
+{
+	uint64_t evictable = device_evictable(dev);
+
+	if (dev->lost)
+		return 0;
+	/* Evicted memory comes back to the runtime too, so it is not capped by its free figure. */
+	return device_largest_grantable(dev) + (evictable & ~(dev->granule - 1));
+}
+
+unsigned device_models_resident(const struct device *dev)
+{
+	const struct model *m;
+	unsigned n = 0;
+
+	TAILQ_FOREACH (m, &dev->models, device_link) {
+		if (model_resident(m) > 0)
+			n++;
+	}
+	return n;
+}
+
+uint64_t device_oldest_wait_ms(const struct device *dev, uint64_t now_ms)
+{
+	const struct waiter *w = queue_head(&dev->queue);
+
+	return w && now_ms > w->enqueued_ms ? now_ms - w->enqueued_ms : 0;
+}

@@ -81,6 +81,25 @@ void device_reserve(struct device *dev, uint64_t bytes);
 void device_unreserve(struct device *dev, uint64_t bytes);
 
 /*
+ * device_largest_grantable returns the largest request the device could grant now: its free
+ * budget, capped by what the runtime reports free when sampled, rounded down to the granule.
+ * A request arriving now still waits behind any queued before it.
+ */
+uint64_t device_largest_grantable(const struct device *dev);
+
+/* device_evictable returns the bytes resident in idle, unpinned models (evictable on demand). */
+uint64_t device_evictable(const struct device *dev);
+
+/* device_largest_with_eviction is device_largest_grantable once the evictable models are gone. */
+uint64_t device_largest_with_eviction(const struct device *dev);
+
+/* device_models_resident counts the models holding memory on the device. */
+unsigned device_models_resident(const struct device *dev);
+
+/* device_oldest_wait_ms returns how long the head of the queue has waited at now_ms (0: none). */
+uint64_t device_oldest_wait_ms(const struct device *dev, uint64_t now_ms);
+
+/*
  * device_external returns the bytes the runtime reports in use on the device beyond what
  * rocmmemd holds (other processes' own allocations), or 0 when not sampled.
  */

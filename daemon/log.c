@@ -68,21 +68,19 @@ const char *log_level_name(enum log_level level)
 	return (unsigned)level < sizeof(names) / sizeof(names[0]) ? names[level] : "?";
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+static void log_line(enum log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void log_line(enum log_level level, const char *fmt, va_list ap)
 {
-	char line[1024];
-	va_list ap;
+	char line[2048];
 	int n, saved = errno;
 
-	if (level > current)
-		return;
 	if (journal)
 		n = snprintf(line, sizeof(line), "<%d>", priorities[level]);
 	else
 		n = snprintf(line, sizeof(line), "rocmmemd: %s: ", names[level]);
-	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	/* One write per line so lines from a restarted daemon never interleave mid-line. */
 	n = (int)strlen(line);
 	line[n++] = '\n';
@@ -90,4 +88,29 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		/* Nowhere left to report a failing stderr. */
 	}
 	errno = saved;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > current)
+		return;
+	va_start(ap, fmt);
+	log_line(level, fmt, ap);
+	va_end(ap);
+}
+
+void log_event(enum log_level level, const struct log_field *fields, unsigned nfields,
+	       const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)fields;
+	(void)nfields;
+	if (level > current)
+		return;
+	va_start(ap, fmt);
+	log_line(level, fmt, ap);
+	va_end(ap);
 }

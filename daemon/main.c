@@ -16,7 +16,6 @@
 #include "version.h"
 
 /* How often each device's runtime memory figures are read. */
-#define SAMPLE_INTERVAL_MS 1000
 
 struct signals {
 	uv_signal_t sigint, sigterm;
@@ -122,15 +121,22 @@ int main(int argc, char **argv)
 		free(s);
 		return rc == -EINVAL ? ROCMMEMD_EXIT_USAGE : ROCMMEMD_EXIT_FAILURE;
 	}
-	rc = server_listen(s, &loop, path);
+	rc = feed_init(&s->feed, s, &loop);
+	if (rc == 0)
+		rc = server_listen(s, &loop, path);
 	if (rc < 0) {
+		if (s->feed.running) {
+			feed_stop(&s->feed);
+			uv_run(&loop, UV_RUN_DEFAULT); /* lets the timers close */
+		}
+		feed_finish(&s->feed);
 		arbiter_finish(&s->arbiter);
 		uv_loop_close(&loop);
 		free(s);
 		return ROCMMEMD_EXIT_FAILURE;
 	}
 
-	rc = sampler_start(&s->sampler, &loop, &s->arbiter, SAMPLE_INTERVAL_MS);
+	rc = sampler_start(&s->sampler, &loop, &s->arbiter, SAMPLER_DEFAULT_INTERVAL_MS);
 	if (rc < 0)
 		log_warn("Could not start sampling device memory: %s", uv_strerror(rc));
 
@@ -147,6 +153,7 @@ int main(int argc, char **argv)
 	uv_run(&loop, UV_RUN_DEFAULT);
 
 	/* Every client and handle is closed by now; anything left is a bug worth seeing. */
+	feed_finish(&s->feed);
 	sampler_finish(&s->sampler);
 	arbiter_finish(&s->arbiter);
 	if (uv_loop_close(&loop) != 0) {

@@ -10,6 +10,7 @@
 
 #include "arbiter.h"
 #include "client.h"
+#include "events.h"
 #include "device.h"
 #include "log.h"
 #include "model.h"
@@ -166,6 +167,12 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 	struct client *c = m->owner;
 	char sz[SIZE_FORMAT_MAX], who[128];
 	uint64_t bytes = model_resident(m);
+	struct event e = {.client = c,
+			  .has_device = true,
+			  .device = m->device,
+			  .bytes = bytes,
+			  .model_id = m->id,
+			  .model_name = m->name};
 	struct lease *l, *next;
 
 	if (m->evicting) {
@@ -204,12 +211,16 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED;
 		ev.model_revoked = &body;
 		client_event(c, &ev);
-		log_warn("revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
-			 size_format(bytes, sz, sizeof(sz)), client_label(c, who, sizeof(who)),
-			 revoked);
+		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_REVOKED;
+		event_emit(a->server, &e, LOG_LEVEL_WARN,
+			   "revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
+			   size_format(bytes, sz, sizeof(sz)), client_label(c, who, sizeof(who)),
+			   revoked);
 	} else {
-		log_info("model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
-			 client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
+		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_ACKED;
+		event_emit(a->server, &e, LOG_LEVEL_INFO,
+			   "model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
+			   client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
 	}
 	answer_admin(m, revoked != NULL, bytes);
 	arbiter_auto_trim(a, d);
@@ -247,10 +258,24 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	body.deadline_ms = (uint32_t)a->evict_deadline_ms;
 	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST;
 	ev.evict_request = &body;
-	log_info("asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
-		 client_label(m->owner, owner, sizeof(owner)), m->id, m->name,
-		 model_class_name(m->model_class), size_format(model_resident(m), sz, sizeof(sz)),
-		 for_whom ? client_label(for_whom, who, sizeof(who)) : "an administrator");
+	{
+		struct event e = {.type =
+				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_REQUESTED,
+				  .client = m->owner,
+				  .has_device = true,
+				  .device = m->device,
+				  .bytes = model_resident(m),
+				  .model_id = m->id,
+				  .model_name = m->name};
+
+		event_emit(a->server, &e, LOG_LEVEL_INFO,
+			   "asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
+			   client_label(m->owner, owner, sizeof(owner)), m->id, m->name,
+			   model_class_name(m->model_class),
+			   size_format(model_resident(m), sz, sizeof(sz)),
+			   for_whom ? client_label(for_whom, who, sizeof(who))
+				    : "an administrator");
+	}
 	client_event(m->owner, &ev);
 }
 
@@ -284,22 +309,36 @@ uint64_t residency_need(const struct waiter *w)
 	return w->target > m->reservation ? w->target - m->reservation : 0;
 }
 
-void residency_grant(struct arbiter *a, const struct waiter *w)
+void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_ms)
 {
 	struct device *d = &a->devices[w->device];
 	struct model *m = w->model;
+	char sz[SIZE_FORMAT_MAX], who[128];
 
 	device_reserve(d, w->size);
 	m->reservation += w->size;
-	/* A resize sets the reservation: one that grew meanwhile by another request shrinks back.
-	 */
+	/* A resize sets the reservation: one that grew meanwhile shrinks back to it. */
 	if (w->kind == WAIT_MODEL_RESIZE && m->reservation > w->target) {
 		device_unreserve(d, m->reservation - w->target);
 		m->reservation = w->target;
 	}
 	if (w->kind == WAIT_MODEL_ACQUIRE) {
+		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_MODEL_LOADED,
+				  .client = w->client,
+				  .has_device = true,
+				  .device = m->device,
+				  .bytes = m->reservation,
+				  .model_id = m->id,
+				  .model_name = m->name,
+				  .waited_ms = waited_ms};
+
 		m->use_count++;
 		m->last_used_ms = uv_now(a->loop);
+		event_emit(a->server, &e, LOG_LEVEL_INFO,
+			   "model %" PRIu64 " '%s' of %s is resident (%s reserved) after %" PRIu64
+			   " ms",
+			   m->id, m->name, client_label(w->client, who, sizeof(who)),
+			   size_format(m->reservation, sz, sizeof(sz)), waited_ms);
 	}
 	reply_ok(w->client, w->request_id);
 }

@@ -69,7 +69,7 @@ uint64_t residency_need(const struct waiter *w);
  * computed it) and replies to it: an acquire also marks the model in use; a resize ends with
  * exactly its target reservation.
  */
-void residency_grant(struct arbiter *a, const struct waiter *w);
+void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_ms);
 
 /* residency_evicting_bytes sums what models being evicted on a device still hold. */
 uint64_t residency_evicting_bytes(const struct device *d);

@@ -166,6 +166,17 @@ int sampler_start(struct sampler *s, uv_loop_t *loop, struct arbiter *a, uint64_
 	return uv_timer_start(&s->timer, on_tick, 0, interval_ms);
 }
 
+void sampler_set_interval(struct sampler *s, uint64_t interval_ms)
+{
+	if (!s->running || interval_ms == 0 || interval_ms == s->interval_ms)
+		return;
+	s->interval_ms = interval_ms;
+	uv_timer_set_repeat(&s->timer, interval_ms);
+	/* A shorter interval takes effect now rather than after the current, longer one. */
+	if (uv_timer_get_due_in(&s->timer) > interval_ms)
+		uv_timer_again(&s->timer);
+}
+
 void sampler_stop(struct sampler *s)
 {
 	if (!s->running)

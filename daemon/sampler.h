@@ -9,6 +9,9 @@
 
 #include "telemetry.h"
 
+/* How often devices are read when no subscriber asks for more. */
+#define SAMPLER_DEFAULT_INTERVAL_MS 1000u
+
 struct arbiter;
 struct telemetry_job;
 
@@ -29,6 +32,12 @@ struct sampler {
  * interval_ms: the runtime's memory figures and the hardware readings. Returns 0 or -errno.
  */
 int sampler_start(struct sampler *s, uv_loop_t *loop, struct arbiter *a, uint64_t interval_ms);
+
+/*
+ * sampler_set_interval changes how often devices are read (from the next reading on): the
+ * telemetry feed asks for more while subscribers sample fast, and for the default again after.
+ */
+void sampler_set_interval(struct sampler *s, uint64_t interval_ms);
 
 /* sampler_stop stops the timer; jobs in flight complete harmlessly. */
 void sampler_stop(struct sampler *s);

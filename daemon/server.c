@@ -279,6 +279,7 @@ void server_stop(struct server *s, const char *reason)
 	s->stopping = true;
 	log_info("stopping: %s; %u client(s) connected", reason, s->client_count);
 	sampler_stop(&s->sampler);
+	feed_stop(&s->feed);
 	if (s->listening) {
 		/* No newcomers: remove the socket before telling everyone else. */
 		s->listening = false;

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "arbiter.h"
+#include "feed.h"
 #include "sampler.h"
 #include "wire.h"
 
@@ -38,6 +39,7 @@ struct server {
 	uint64_t next_client_id;
 	struct arbiter arbiter;
 	struct sampler sampler;
+	struct feed feed;
 	struct limits limits;
 	uint64_t start_ms;
 	bool stopping;

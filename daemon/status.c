@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "denials.h"
+#include "report.h"
 #include "residency.h"
 #include "server.h"
 
@@ -18,11 +20,10 @@
 
 /* Scratch space for one part; the loop is single-threaded and parts are sent at once. */
 static struct {
-	Rocmmem__Wire__DeviceInfo devices[BACKEND_MAX_DEVICES];
+	struct report_device devices[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
-	Rocmmem__Wire__DeviceTelemetry telemetry[BACKEND_MAX_DEVICES];
-	Rocmmem__Wire__DeviceProcess processes[BACKEND_MAX_DEVICES][TELEMETRY_MAX_PROCESSES];
-	Rocmmem__Wire__DeviceProcess *process_ptrs[BACKEND_MAX_DEVICES][TELEMETRY_MAX_PROCESSES];
+	Rocmmem__Wire__Counters counters;
+	struct denials_wire denials;
 	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
@@ -32,169 +33,6 @@ static struct {
 	Rocmmem__Wire__WaiterInfo queue[STATUS_PART_ITEMS];
 	Rocmmem__Wire__WaiterInfo *queue_ptrs[STATUS_PART_ITEMS];
 } part;
-
-static void fill_daemon(Rocmmem__Wire__DaemonInfo *info, const struct server *s)
-{
-	rocmmem__wire__daemon_info__init(info);
-	info->version = (char *)ROCMMEM_VERSION_STRING;
-	info->has_pid = true;
-	info->pid = (int32_t)getpid();
-	info->has_uptime_s = true;
-	info->uptime_s = server_uptime_ms(s) / 1000;
-	info->backend = (char *)backend_name(s->arbiter.backend);
-	info->has_protocol_version = true;
-	info->protocol_version = ROCMMEM_PROTOCOL_VERSION;
-}
-
-static void fill_telemetry(Rocmmem__Wire__DeviceTelemetry *o, const struct device *d, uint64_t now)
-{
-	const struct telemetry_sample *t = &d->telemetry;
-
-	rocmmem__wire__device_telemetry__init(o);
-	o->source = (char *)(t->source ? t->source : "");
-	o->has_sampled_ms_ago = true;
-	o->sampled_ms_ago = now - d->telemetry_ms;
-	if (t->valid & TELEMETRY_HAS_VRAM) {
-		o->has_vram_total_bytes = o->has_vram_used_bytes = true;
-		o->vram_total_bytes = t->vram_total;
-		o->vram_used_bytes = t->vram_used;
-	}
-	if (t->valid & TELEMETRY_HAS_GTT) {
-		o->has_gtt_total_bytes = o->has_gtt_used_bytes = true;
-		o->gtt_total_bytes = t->gtt_total;
-		o->gtt_used_bytes = t->gtt_used;
-	}
-	if (t->valid & TELEMETRY_HAS_TEMPERATURE) {
-		o->has_temperature_mc = true;
-		o->temperature_mc = t->temperature_mc;
-	}
-	if (t->valid & TELEMETRY_HAS_POWER) {
-		o->has_power_mw = true;
-		o->power_mw = t->power_mw;
-	}
-	if (t->valid & TELEMETRY_HAS_BUSY) {
-		o->has_busy_percent = true;
-		o->busy_percent = t->busy_percent;
-	}
-	if (t->valid & TELEMETRY_HAS_MEM_BUSY) {
-		o->has_mem_busy_percent = true;
-		o->mem_busy_percent = t->mem_busy_percent;
-	}
-}
-
-/* is_client says whether pid has a connection to the daemon. */
-static bool is_client(const struct server *s, int32_t pid)
-{
-	const struct client *c;
-
-	TAILQ_FOREACH (c, &s->clients, link) {
-		if ((int32_t)c->pid == pid)
-			return true;
-	}
-	return false;
-}
-
-static void fill_processes(Rocmmem__Wire__DeviceInfo *o, unsigned index, const struct device *d,
-			   const struct server *s)
-{
-	const struct telemetry_sample *t = &d->telemetry;
-	unsigned n = 0;
-
-	if (!(t->valid & TELEMETRY_HAS_PROCESSES))
-		return;
-	for (unsigned j = 0; j < t->nprocesses && j < TELEMETRY_MAX_PROCESSES; j++) {
-		Rocmmem__Wire__DeviceProcess *p = &part.processes[index][n];
-
-		rocmmem__wire__device_process__init(p);
-		p->has_pid = true;
-		p->pid = t->processes[j].pid;
-		p->has_vram_bytes = true;
-		p->vram_bytes = t->processes[j].vram_bytes;
-		p->has_client = true;
-		p->client = is_client(s, p->pid);
-		part.process_ptrs[index][n++] = p;
-	}
-	o->n_processes = n;
-	o->processes = part.process_ptrs[index];
-}
-
-static void fill_devices(Rocmmem__Wire__StatusReply *st, const struct server *s, uint64_t now)
-{
-	const struct arbiter *a = &s->arbiter;
-
-	for (unsigned i = 0; i < a->ndevices; i++) {
-		const struct device *d = &a->devices[i];
-		Rocmmem__Wire__DeviceInfo *o = &part.devices[i];
-
-		rocmmem__wire__device_info__init(o);
-		o->has_index = true;
-		o->index = d->index;
-		o->name = (char *)d->name;
-		o->backend = (char *)backend_name(a->backend);
-		o->has_total_bytes = true;
-		o->total_bytes = d->total;
-		o->has_budget_bytes = true;
-		o->budget_bytes = d->budget;
-		o->has_headroom_bytes = true;
-		o->headroom_bytes = d->headroom;
-		o->has_leased_bytes = true;
-		o->leased_bytes = d->leased;
-		o->has_reserved_bytes = true;
-		o->reserved_bytes = d->reserved;
-		o->has_free_bytes = true;
-		o->free_bytes = device_free(d);
-		o->has_granule_bytes = true;
-		o->granule_bytes = d->granule;
-		o->has_waiters = true;
-		o->waiters = d->queue.count;
-		o->has_handle_kind = true;
-		o->handle_kind = (Rocmmem__Wire__HandleKind)d->handle_kind;
-		o->has_leases = true;
-		o->leases = d->leases;
-		if (d->pci_bus_id[0])
-			o->pci_bus_id = (char *)d->pci_bus_id;
-		o->has_integrated = true;
-		o->integrated = d->integrated;
-		o->sharing = (char *)backend_sharing_name(d->handle_kind);
-		if (d->has_meminfo) {
-			o->has_runtime_total_bytes = true;
-			o->runtime_total_bytes = d->runtime_total;
-			o->has_runtime_free_bytes = true;
-			o->runtime_free_bytes = d->runtime_free;
-			o->has_external_bytes = true;
-			o->external_bytes = device_external(d);
-		}
-		o->state = d->lost ? (char *)d->lost_reason : (char *)"ok";
-		if (d->has_telemetry)
-			fill_telemetry(&part.telemetry[i], d, now);
-		o->telemetry = d->has_telemetry ? &part.telemetry[i] : NULL;
-		if (d->has_telemetry)
-			fill_processes(o, i, d, s);
-		part.device_ptrs[i] = o;
-	}
-	st->n_devices = a->ndevices;
-	st->devices = part.device_ptrs;
-}
-
-static void fill_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_t now)
-{
-	rocmmem__wire__client_info__init(o);
-	o->has_pid = true;
-	o->pid = (int32_t)c->pid;
-	o->has_uid = true;
-	o->uid = (uint32_t)c->uid;
-	o->has_gid = true;
-	o->gid = (uint32_t)c->gid;
-	o->name = (char *)c->name;
-	o->has_leases = true;
-	o->leases = c->lease_count;
-	o->has_leased_bytes = true;
-	o->leased_bytes = c->leased_bytes;
-	o->has_connected_s = true;
-	o->connected_s = (now - c->connected_ms) / 1000;
-	o->has_client_id = true;
-	o->client_id = c->id;
-}
 
 static void fill_lease(Rocmmem__Wire__LeaseInfo *o, const struct lease *l, uint64_t now)
 {
@@ -236,54 +74,6 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 	}
 }
 
-static void fill_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now)
-{
-	rocmmem__wire__model_info__init(o);
-	o->has_id = true;
-	o->id = m->id;
-	o->name = (char *)m->name;
-	o->has_class_ = true;
-	o->class_ = (Rocmmem__Wire__ModelClass)m->model_class;
-	o->has_owner_pid = true;
-	o->owner_pid = (int32_t)m->owner->pid;
-	o->has_device = true;
-	o->device = m->device;
-	o->has_bytes = true;
-	o->bytes = model_resident(m);
-	o->has_state = true;
-	switch (model_state(m)) {
-	case MODEL_EVICTED:
-		o->state = m->waiters ? ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_WAITING
-				      : ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_EVICTED;
-		break;
-	case MODEL_IDLE:
-		o->state = ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_IDLE;
-		break;
-	case MODEL_IN_USE:
-		o->state = ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_IN_USE;
-		break;
-	case MODEL_EVICTING:
-		o->state = ROCMMEM__WIRE__MODEL_STATE__MODEL_STATE_EVICTING;
-		break;
-	}
-	o->has_priority = true;
-	o->priority = m->priority;
-	o->has_pinned = true;
-	o->pinned = m->pinned;
-	o->has_size = true;
-	o->size = m->size;
-	o->has_reservation_bytes = true;
-	o->reservation_bytes = m->reservation;
-	o->has_lease_bytes = true;
-	o->lease_bytes = m->lease_bytes;
-	o->has_idle_ms = true;
-	o->idle_ms = m->use_count ? 0 : now - m->last_used_ms;
-	o->has_use_count = true;
-	o->use_count = m->use_count;
-	o->has_evictions = true;
-	o->evictions = m->evictions;
-}
-
 /* next_waiter finds the first waiter after the cursor, moving on through the devices. */
 static const struct waiter *next_waiter(struct status_cursor *cur, const struct arbiter *a)
 {
@@ -314,9 +104,17 @@ static void send_part(struct client *c, bool first)
 	unsigned items = 0;
 
 	if (first) {
-		fill_daemon(&daemon, s);
+		report_daemon(&daemon, s);
 		st.daemon = &daemon;
-		fill_devices(&st, s, now);
+		for (unsigned i = 0; i < a->ndevices; i++) {
+			report_device(&part.devices[i], s, &a->devices[i], now);
+			part.device_ptrs[i] = &part.devices[i].info;
+		}
+		st.n_devices = a->ndevices;
+		st.devices = part.device_ptrs;
+		report_counters(&part.counters, &a->counters);
+		st.counters = &part.counters;
+		denials_fill(&a->denials, &part.denials, &st.n_denials, &st.denials);
 	}
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;
@@ -333,7 +131,7 @@ static void send_part(struct client *c, bool first)
 				cur->after = 0;
 				continue;
 			}
-			fill_client(&part.clients[st.n_clients], next, now);
+			report_client(&part.clients[st.n_clients], next, now);
 			part.client_ptrs[st.n_clients] = &part.clients[st.n_clients];
 			st.n_clients++;
 			cur->after = next->id;
@@ -360,7 +158,7 @@ static void send_part(struct client *c, bool first)
 				cur->after = 0;
 				continue;
 			}
-			fill_model(&part.models[st.n_models], m, now);
+			report_model(&part.models[st.n_models], m, now);
 			part.model_ptrs[st.n_models] = &part.models[st.n_models];
 			st.n_models++;
 			cur->after = id;

@@ -261,6 +261,11 @@ struct rocmmem_device_info {
 	int32_t temperature_mc;
 	uint32_t power_mw;
 	uint32_t busy_percent;
+	uint64_t largest_grantable;	/* the largest request granted at once right now */
+	uint64_t evictable_bytes;	/* resident in idle, unpinned models */
+	uint64_t largest_with_eviction; /* granted once those models are evicted */
+	uint64_t oldest_wait_ms;	/* how long the head of its queue has waited */
+	uint32_t models_resident;
 };
 
 /* A process holding memory on a device, as the device's telemetry sees it. */
@@ -286,6 +291,9 @@ struct rocmmem_client_info {
 	uint64_t leased_bytes;
 	uint64_t connected_s;
 	uint64_t client_id;
+	uint32_t models;	 /* registered models */
+	uint64_t reserved_bytes; /* its models' reservations */
+	uint32_t waiting;	 /* its requests waiting for memory */
 };
 
 struct rocmmem_lease_info {
@@ -354,6 +362,41 @@ ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *client, rocmmem_status **o
 ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *status);
 
 ROCMMEM_EXPORT const struct rocmmem_daemon_info *rocmmem_status_daemon(const rocmmem_status *st);
+
+/* What the daemon has done since it started. */
+struct rocmmem_counters {
+	uint64_t grants;
+	uint64_t denials; /* refused at once (or the runtime failed the allocation) */
+	uint64_t timeouts;
+	uint64_t evictions; /* evict requests sent */
+	uint64_t revocations;
+	uint64_t trims;
+	uint64_t bytes_trimmed;
+	uint64_t releases;
+	uint64_t reclaimed; /* leases of clients that went away */
+	uint64_t failures;  /* allocations the runtime refused */
+	uint64_t connections;
+};
+
+ROCMMEM_EXPORT const struct rocmmem_counters *rocmmem_status_counters(const rocmmem_status *st);
+
+/* A refused request, as the daemon explained it to its client. */
+struct rocmmem_denial_info {
+	uint64_t timestamp_ms; /* wall clock, ms since the epoch */
+	int32_t pid;
+	const char *client_name;
+	uint32_t device;
+	uint64_t bytes; /* requested */
+	uint64_t model_id;
+	const char *model_name; /* "" for a lease */
+	int error;		/* negative errno: -ENOMEM, -ETIMEDOUT, -E2BIG, -EDEADLK, ... */
+	const char *reason;
+};
+
+/* The latest refusals the daemon keeps (a few), oldest first. */
+ROCMMEM_EXPORT size_t rocmmem_status_denial_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_denial_info *rocmmem_status_denial(const rocmmem_status *st,
+								       size_t index);
 
 /* Counts and items: index must be below the count, else NULL is returned. */
 ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);

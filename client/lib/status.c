@@ -26,6 +26,9 @@ struct rocmmem_status {
 	size_t nmodels;
 	struct rocmmem_waiter_info *waiters;
 	size_t nwaiters;
+	struct rocmmem_counters counters;
+	struct rocmmem_denial_info *denials;
+	size_t ndenials;
 };
 
 static const char *str(const char *s)
@@ -38,10 +41,25 @@ static Rocmmem__Wire__StatusReply *part(const rocmmem_status *st, size_t i)
 	return conn_reply(st->parts[i])->status;
 }
 
+static void counters_from_wire(struct rocmmem_counters *o, const Rocmmem__Wire__Counters *k)
+{
+	o->grants = k->grants;
+	o->denials = k->denials;
+	o->timeouts = k->timeouts;
+	o->evictions = k->evictions;
+	o->revocations = k->revocations;
+	o->trims = k->trims;
+	o->bytes_trimmed = k->bytes_trimmed;
+	o->releases = k->releases;
+	o->reclaimed = k->reclaimed;
+	o->failures = k->failures;
+	o->connections = k->connections;
+}
+
 /* fill converts the wire parts into the public arrays. */
 static int fill(rocmmem_status *st)
 {
-	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0;
+	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0;
 
 	for (size_t i = 0; i < st->nparts; i++) {
 		Rocmmem__Wire__StatusReply *p = part(st, i);
@@ -51,6 +69,9 @@ static int fill(rocmmem_status *st)
 		nl += p->n_leases;
 		nm += p->n_models;
 		nw += p->n_queue;
+		nx += p->n_denials;
+		if (p->counters)
+			counters_from_wire(&st->counters, p->counters);
 		if (p->daemon) {
 			Rocmmem__Wire__DaemonInfo *d = p->daemon;
 
@@ -77,7 +98,9 @@ static int fill(rocmmem_status *st)
 	st->leases = calloc(nl ? nl : 1, sizeof(*st->leases));
 	st->models = calloc(nm ? nm : 1, sizeof(*st->models));
 	st->waiters = calloc(nw ? nw : 1, sizeof(*st->waiters));
-	if (!st->devices || !st->clients || !st->leases || !st->models || !st->waiters)
+	st->denials = calloc(nx ? nx : 1, sizeof(*st->denials));
+	if (!st->devices || !st->clients || !st->leases || !st->models || !st->waiters ||
+	    !st->denials)
 		return error_set(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < st->nparts; i++) {
 		Rocmmem__Wire__StatusReply *p = part(st, i);
@@ -114,6 +137,11 @@ static int fill(rocmmem_status *st)
 			o->sharing = str(d->sharing);
 			o->state = d->state ? d->state : "ok";
 			o->telemetry_source = "";
+			o->largest_grantable = d->largest_grantable;
+			o->evictable_bytes = d->evictable_bytes;
+			o->largest_with_eviction = d->largest_with_eviction;
+			o->oldest_wait_ms = d->oldest_wait_ms;
+			o->models_resident = d->models_resident;
 			if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
 				o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
 				o->runtime_total_bytes = d->runtime_total_bytes;
@@ -160,6 +188,9 @@ static int fill(rocmmem_status *st)
 			o->leased_bytes = d->leased_bytes;
 			o->connected_s = d->connected_s;
 			o->client_id = d->client_id;
+			o->models = d->models;
+			o->reserved_bytes = d->reserved_bytes;
+			o->waiting = d->waiting;
 		}
 		for (size_t j = 0; j < p->n_leases; j++) {
 			Rocmmem__Wire__LeaseInfo *d = p->leases[j];
@@ -205,6 +236,20 @@ static int fill(rocmmem_status *st)
 			o->tag = str(d->tag);
 			o->model_id = d->model_id;
 		}
+		for (size_t j = 0; j < p->n_denials; j++) {
+			Rocmmem__Wire__Denial *d = p->denials[j];
+			struct rocmmem_denial_info *o = &st->denials[st->ndenials++];
+
+			o->timestamp_ms = d->timestamp_ms;
+			o->pid = d->pid;
+			o->client_name = str(d->client_name);
+			o->device = d->device;
+			o->bytes = d->bytes;
+			o->model_id = d->model_id;
+			o->model_name = str(d->model_name);
+			o->error = d->error;
+			o->reason = str(d->reason);
+		}
 	}
 	return 0;
 }
@@ -224,6 +269,7 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	free(st->leases);
 	free(st->models);
 	free(st->waiters);
+	free(st->denials);
 	free(st);
 }
 
@@ -311,6 +357,12 @@ ACCESSORS(client, clients, nclients)
 ACCESSORS(lease, leases, nleases)
 ACCESSORS(model, models, nmodels)
 ACCESSORS(waiter, waiters, nwaiters)
+ACCESSORS(denial, denials, ndenials)
+
+ROCMMEM_EXPORT const struct rocmmem_counters *rocmmem_status_counters(const rocmmem_status *st)
+{
+	return &st->counters;
+}
 
 ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st, size_t device_index)
 {
