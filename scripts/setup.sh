@@ -12,6 +12,8 @@ packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libjson-c-dev
 	libcmocka-dev clang-format python3
+	# Tests against the real tools: journald and journalctl, promtool and node_exporter.
+	systemd prometheus prometheus-node-exporter
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -30,6 +32,14 @@ if ((${#missing[@]})); then
 		sudo=(sudo)
 	fi
 	export DEBIAN_FRONTEND=noninteractive
+	# Packages with services (prometheus, node_exporter) must not start them here: a
+	# policy-rc.d that refuses keeps them stopped, unless the machine has its own policy.
+	policy=/usr/sbin/policy-rc.d
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+		"${sudo[@]}" chmod 755 "$policy"
+		trap '"${sudo[@]}" rm -f "$policy"' EXIT
+	fi
 	"${sudo[@]}" apt-get update -qq
 	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
