@@ -480,8 +480,7 @@ static void on_timeout(uv_timer_t *timer)
 	char why[DENIAL_REASON_MAX];
 
 	w->size = residency_need(w);
-	explain_refusal(a, d, w->requested, w->size, queue_position(&d->queue, w), why,
-			sizeof(why));
+	explain_refusal(a, d, w, why, sizeof(why));
 	deny(a, w->client, w->request_id, -ETIMEDOUT, &r, "timed out after %" PRId64 " ms: %s",
 	     w->timeout_ms, why);
 	waiter_drop(a, w);
@@ -495,7 +494,7 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	const struct limits *lim = &a->server->limits;
 	unsigned dev = req->has_device ? req->device : 0;
 	int64_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
-	char s1[SIZE_FORMAT_MAX], s2[SIZE_FORMAT_MAX];
+	char why[DENIAL_REASON_MAX];
 	struct device *d;
 	struct waiter w;
 	uint64_t size;
@@ -527,11 +526,8 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	if (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget) {
 		struct refused r = {.device = dev, .bytes = req->size};
 
-		deny(a, c, request_id, -E2BIG, &r,
-		     "requested %s on device %u (%s), more than its whole budget of %s: it can "
-		     "never be granted",
-		     size_format(req->size, s1, sizeof(s1)), dev, d->name,
-		     size_format(d->budget, s2, sizeof(s2)));
+		explain_too_big(d, req->size, why, sizeof(why));
+		deny(a, c, request_id, -E2BIG, &r, "%s", why);
 		return;
 	}
 	if (c->lease_count + c->jobs >= lim->max_leases) {
@@ -593,7 +589,7 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 		return;
 	}
 	if (t->timeout_ms == 0) {
-		explain_refusal(a, d, t->requested, t->size, d->queue.count, why, sizeof(why));
+		explain_refusal(a, d, t, why, sizeof(why));
 		deny(a, c, t->request_id, -ENOMEM, &r, "%s", why);
 		return;
 	}

@@ -16,6 +16,7 @@
 #include "events.h"
 #include "feed.h"
 #include "log.h"
+#include "metrics.h"
 #include "residency.h"
 #include "server.h"
 #include "size.h"
@@ -519,6 +520,9 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
 		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_METRICS:
+		metrics_reply(c, id);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY__NOT_SET:
 		/* A newer client's request: refuse it and keep serving the connection. */

@@ -8,14 +8,30 @@
 
 struct arbiter;
 struct device;
+struct waiter;
 
 /*
- * explain_refusal explains why a request of requested bytes (size once rounded to granules) is
- * not granted now on d: what was asked, what is free, what waits ahead (ahead requests) and
- * who holds the memory. This text is what users read in their error, and what the log and
- * status keep.
+ * The longest explanation written. deny() may put "model 'NAME': " and "timed out after N ms: "
+ * before it, and both the reply and the kept refusal hold 1 KiB (DENIAL_REASON_MAX), so an
+ * explanation this long is never cut.
  */
-void explain_refusal(const struct arbiter *a, const struct device *d, uint64_t requested,
-		     uint64_t size, unsigned ahead, char *buf, size_t len);
+#define EXPLAIN_MAX 880u
+
+/*
+ * explain_refusal explains why w (a waiting request, or the template of one refused at once:
+ * its size as residency_need computes it now) is not granted on d: what was asked, what is
+ * free and grantable, what waits ahead and what is being freed, who holds the memory, which
+ * models were evictable and why they were not evicted, and one suggestion. The most important
+ * numbers come first and lesser parts are left out rather than cut when room runs short. One
+ * line, at most EXPLAIN_MAX bytes (or len - 1).
+ */
+void explain_refusal(const struct arbiter *a, const struct device *d, const struct waiter *w,
+		     char *buf, size_t len);
+
+/*
+ * explain_too_big explains a request of requested bytes that is larger than d's whole budget
+ * (rounded to granules, or beyond what 64 bits can round to), with a suggestion.
+ */
+void explain_too_big(const struct device *d, uint64_t requested, char *buf, size_t len);
 
 #endif

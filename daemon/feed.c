@@ -251,6 +251,13 @@ static void send_sample(struct feed *f, struct client *c)
 	size_t extra_len = 0;
 	ssize_t len;
 
+	/* Its socket is full (or replies wait): dropped at once; flush() tells us when it drains.
+	 */
+	if (c->feed_blocked) {
+		if (sub->samples_dropped < UINT32_MAX)
+			sub->samples_dropped++;
+		return;
+	}
 	if (sub->samples_dropped)
 		extra_len += put_uint_field(extra, SAMPLE_DROPPED, sub->samples_dropped);
 	extra_len += put_uint_field(extra + extra_len, SAMPLE_INTERVAL, sub->interval_ms);
@@ -298,7 +305,7 @@ static void on_samples(uv_timer_t *timer)
 	uint64_t now = uv_now(f->loop), start = uv_hrtime();
 	unsigned n = f->nsamplers, i = 0;
 	struct client *c, *next;
-	bool built = false, out_of_time = false;
+	bool built = false, out_of_time = false, failed = false;
 
 	for (c = TAILQ_FIRST(&f->samplers); c && i < n; c = next, i++) {
 		struct subscription *sub = &c->sub;
@@ -313,18 +320,19 @@ static void on_samples(uv_timer_t *timer)
 		if (!built) {
 			if (build_sample(f) < 0) {
 				log_warn("Could not build a telemetry sample: out of memory");
+				failed = true;
 				break;
 			}
 			built = true;
 		}
 		send_sample(f, c);
-		sub->next_due_ms += sub->interval_ms;
-		if (sub->next_due_ms <= now)
-			sub->next_due_ms = now + sub->interval_ms; /* late: skip, never burst */
+		/* Counted from when it went: samples are never closer than the interval. */
+		sub->next_due_ms = now + sub->interval_ms;
 		TAILQ_REMOVE(&f->samplers, c, sub.sample_link);
 		TAILQ_INSERT_TAIL(&f->samplers, c, sub.sample_link);
 	}
-	arm_samples(f, out_of_time ? 1 : 0);
+	/* Out of time: the rest soon; out of memory: not in a tight loop. */
+	arm_samples(f, failed ? FEED_MIN_INTERVAL_MS : out_of_time ? 1 : 0);
 }
 
 /* ----------------------------------------------------------------------------------------- */
@@ -376,7 +384,8 @@ static void on_events(uv_timer_t *timer)
 	f->flush_scheduled = false;
 	for (c = TAILQ_FIRST(&f->listeners); c && i < n; c = next, i++) {
 		next = TAILQ_NEXT(c, sub.event_link);
-		if (c->sub.cursor >= f->published)
+		/* A blocked subscriber is served when its socket drains (feed_client_writable). */
+		if (c->sub.cursor >= f->published || c->feed_blocked)
 			continue;
 		if (!send_events(f, c, start)) {
 			out_of_time = true;
@@ -393,8 +402,12 @@ static void on_events(uv_timer_t *timer)
 
 void feed_client_writable(struct feed *f, struct client *c)
 {
-	if (c->sub.events && f->ring)
-		send_events(f, c, uv_hrtime());
+	/* Out of time before it caught up: the rest in the next round, not forgotten. */
+	if (c->sub.events && f->ring && !send_events(f, c, uv_hrtime()) && !f->flush_scheduled &&
+	    f->running) {
+		f->flush_scheduled = true;
+		uv_timer_start(&f->event_timer, on_events, 1, 0);
+	}
 }
 
 void feed_publish(struct feed *f, const struct event *e, const char *detail)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* log.h: the daemon's leveled log on stderr (journald priority prefixes under systemd). */
+/* log.h: the daemon's leveled log: journal entries with fields under systemd, else stderr. */
 #ifndef ROCMMEMD_LOG_H
 #define ROCMMEMD_LOG_H
 
@@ -10,7 +10,13 @@ enum log_level {
 	LOG_LEVEL_DEBUG = 3,
 };
 
-/* log_init decides the output format: "<N>" priority prefixes when stderr is the journal. */
+/*
+ * log_init decides where lines go. When stderr is the journal ($JOURNAL_STREAM names it) and
+ * the journal's native socket exists, each line is sent as an entry (MESSAGE, PRIORITY,
+ * SYSLOG_IDENTIFIER=rocmmemd, plus log_event's fields); should a send fail, that line goes to
+ * stderr with its "<N>" priority prefix instead. When stderr is the journal but the socket is
+ * missing, lines go to stderr with the prefix. Otherwise: plain "rocmmemd: LEVEL: message".
+ */
 void log_init(enum log_level level);
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
@@ -31,6 +37,8 @@ struct log_field {
 /*
  * log_event writes one line like log_msg; under journald the entry also carries the fields
  * (besides MESSAGE, PRIORITY and SYSLOG_IDENTIFIER), so that journalctl can select on them.
+ * Each value is sent whole as its field's value, whatever it holds: it cannot add a field.
+ * A field with a NULL value or a name journald would not keep is left out; at most 13 are sent.
  */
 void log_event(enum log_level level, const struct log_field *fields, unsigned nfields,
 	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "metrics.h"
 #include "options.h"
 #include "server.h"
 #include "sockpath.h"
@@ -20,6 +21,7 @@
 struct signals {
 	uv_signal_t sigint, sigterm;
 	struct server *server;
+	struct metrics_file *metrics; /* NULL without --metrics-textfile */
 };
 
 /*
@@ -46,6 +48,8 @@ static void on_signal(uv_signal_t *handle, int signum)
 
 	server_stop(sig->server,
 		    signum == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+	if (sig->metrics)
+		metrics_file_stop(sig->metrics);
 	uv_close((uv_handle_t *)&sig->sigint, NULL);
 	uv_close((uv_handle_t *)&sig->sigterm, NULL);
 }
@@ -59,6 +63,8 @@ static void log_leftover(uv_handle_t *handle, void *arg)
 int main(int argc, char **argv)
 {
 	char path[sizeof(((struct server *)0)->path)];
+	struct metrics_file metrics;
+	char why[PATH_MAX + 128];
 	struct budget_config budget = {0};
 	struct residency_config residency = {0};
 	struct backend *backend = NULL;
@@ -92,6 +98,16 @@ int main(int argc, char **argv)
 	if (rc < 0) {
 		log_error("Could not use the socket path: %s", strerror(-rc));
 		return ROCMMEMD_EXIT_USAGE;
+	}
+
+	if (opts.metrics_textfile) {
+		rc = metrics_file_open(&metrics, opts.metrics_textfile, opts.metrics_interval_ms,
+				       why, sizeof(why));
+		if (rc < 0) {
+			log_error("Could not write the metrics to %s: %s", opts.metrics_textfile,
+				  why);
+			return ROCMMEMD_EXIT_FAILURE;
+		}
 	}
 
 	if (backend_open(opts.backend, &backend) < 0)
@@ -141,6 +157,15 @@ int main(int argc, char **argv)
 		log_warn("Could not start sampling device memory: %s", uv_strerror(rc));
 
 	sig.server = s;
+	sig.metrics = NULL;
+	if (opts.metrics_textfile) {
+		rc = metrics_file_start(&metrics, s, &loop);
+		if (rc < 0)
+			log_error("Could not start writing the metrics to %s: %s",
+				  opts.metrics_textfile, uv_strerror(rc));
+		else
+			sig.metrics = &metrics;
+	}
 	uv_signal_init(&loop, &sig.sigint);
 	uv_signal_init(&loop, &sig.sigterm);
 	sig.sigint.data = sig.sigterm.data = &sig;

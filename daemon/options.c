@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "backend.h"
+#include "metrics.h"
 #include "model.h"
 #include "size.h"
 #include "sockpath.h"
@@ -35,6 +36,10 @@ static void usage(FILE *f)
 	    "                         device (all devices without DEVICE:), e.g. transformer,vae;\n"
 	    "                         classes: other, transformer, vae, text_encoder,\n"
 	    "                         image_encoder. May be repeated.\n"
+	    "      --metrics-textfile PATH  rewrite PATH (ending in .prom) with Prometheus\n"
+	    "                         metrics every interval, for node_exporter's textfile\n"
+	    "                         collector; removed when the daemon stops\n"
+	    "      --metrics-interval SECONDS  how often (default 15, 1 to 3600)\n"
 	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	    "  -h, --help             show this help and exit\n"
 	    "  -V, --version          show the version and exit\n"
@@ -103,9 +108,38 @@ bad:
 	return -EINVAL;
 }
 
+/*
+ * check_textfile accepts a --metrics-textfile path: node_exporter's textfile collector reads
+ * only files whose names end in .prom, so any other name would be written for nobody.
+ */
+static int check_textfile(const char *path, FILE *err)
+{
+	const char *base = strrchr(path, '/');
+	size_t len;
+
+	base = base ? base + 1 : path;
+	len = strlen(base);
+	if (len <= 5 || strcmp(base + len - 5, ".prom") != 0) {
+		fprintf(err,
+			"rocmmemd: invalid --metrics-textfile '%s' (a file name ending in .prom: "
+			"node_exporter's textfile collector reads only those)\n",
+			path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *err)
 {
-	enum { OPT_BUDGET = 256, OPT_HEADROOM, OPT_SHARING, OPT_EVICT_DEADLINE, OPT_EXCLUSIVE };
+	enum {
+		OPT_BUDGET = 256,
+		OPT_HEADROOM,
+		OPT_SHARING,
+		OPT_EVICT_DEADLINE,
+		OPT_EXCLUSIVE,
+		OPT_METRICS_TEXTFILE,
+		OPT_METRICS_INTERVAL,
+	};
 	static const struct option longopts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"backend", required_argument, NULL, 'b'},
@@ -114,11 +148,14 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 	    {"sharing", required_argument, NULL, OPT_SHARING},
 	    {"evict-deadline", required_argument, NULL, OPT_EVICT_DEADLINE},
 	    {"exclusive", required_argument, NULL, OPT_EXCLUSIVE},
+	    {"metrics-textfile", required_argument, NULL, OPT_METRICS_TEXTFILE},
+	    {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
+	bool has_metrics_interval = false;
 	char name[64];
 	int c, rc;
 
@@ -126,6 +163,7 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 	opts->backend = "auto";
 	opts->sharing = "auto";
 	opts->evict_deadline_ms = OPTIONS_EVICT_DEADLINE_MS;
+	opts->metrics_interval_ms = METRICS_INTERVAL_DEFAULT_MS;
 	opts->log_level = LOG_LEVEL_INFO;
 	optind = 0; /* 0, not 1: glibc then also resets its position inside grouped options */
 	opterr = 0;
@@ -174,6 +212,26 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 			if (parse_exclusive(optarg, opts, err) < 0)
 				return -EINVAL;
 			break;
+		case OPT_METRICS_TEXTFILE:
+			if (check_textfile(optarg, err) < 0)
+				return -EINVAL;
+			opts->metrics_textfile = optarg;
+			break;
+		case OPT_METRICS_INTERVAL: {
+			int64_t ms;
+
+			if (duration_parse(optarg, &ms) < 0 || ms < METRICS_INTERVAL_MIN_MS ||
+			    ms > METRICS_INTERVAL_MAX_MS) {
+				fprintf(err,
+					"rocmmemd: invalid --metrics-interval '%s' (seconds, 1 to "
+					"3600)\n",
+					optarg);
+				return -EINVAL;
+			}
+			opts->metrics_interval_ms = (uint64_t)ms;
+			has_metrics_interval = true;
+			break;
+		}
 		case OPT_SHARING:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "vmm") &&
 			    strcmp(optarg, "dmabuf") && strcmp(optarg, "ipc")) {
@@ -221,6 +279,10 @@ int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *
 	if (optind < argc) {
 		fprintf(err, "rocmmemd: unexpected argument '%s'\nTry 'rocmmemd --help'.\n",
 			argv[optind]);
+		return -EINVAL;
+	}
+	if (has_metrics_interval && !opts->metrics_textfile) {
+		fprintf(err, "rocmmemd: --metrics-interval needs --metrics-textfile\n");
 		return -EINVAL;
 	}
 	return 0;

@@ -23,6 +23,8 @@ struct options {
 	uint64_t evict_deadline_ms;			       /* --evict-deadline */
 	struct class_exclusion exclusive[BACKEND_MAX_DEVICES]; /* --exclusive N:... */
 	struct class_exclusion exclusive_all;		       /* --exclusive without a device */
+	const char *metrics_textfile;			       /* --metrics-textfile, or NULL */
+	uint64_t metrics_interval_ms;			       /* --metrics-interval */
 };
 
 /* How long an owner has to unload a model the daemon asked it to evict, by default. */

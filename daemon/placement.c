@@ -3,6 +3,7 @@
 #include "placement.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -101,11 +102,19 @@ void placement_plan(const struct placement_request *r, struct model *const *mode
 	free(candidates);
 }
 
+/* larger keeps the larger resident of two models (either may be NULL). */
+static const struct model *larger(const struct model *a, const struct model *b)
+{
+	return !a || (b && model_resident(b) > model_resident(a)) ? b : a;
+}
+
 int placement_impossible(const struct placement_request *r, struct model *const *models, size_t n,
 			 uint64_t budget, char *why, size_t why_len)
 {
 	uint64_t pinned = 0, own_in_use = 0;
-	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
+	const struct model *top_pinned = NULL, *top_own = NULL;
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX], d[SIZE_FORMAT_MAX];
+	char e[SIZE_FORMAT_MAX];
 
 	for (size_t i = 0; i < n; i++) {
 		const struct model *m = models[i];
@@ -113,40 +122,66 @@ int placement_impossible(const struct placement_request *r, struct model *const 
 		if (m == r->model)
 			continue;
 		if (conflicting(r, m) && m->pinned) {
-			snprintf(why, why_len,
-				 "%s '%s' is pinned and its class excludes %s on this device",
-				 model_class_name(m->model_class), m->name,
-				 model_class_name(r->model->model_class));
+			snprintf(
+			    why, why_len,
+			    "%s '%s' is pinned and its class excludes %s on this device (it "
+			    "holds %s); suggestion: unpin model '%s' (rocmmemctl unpin %" PRIu64
+			    ")",
+			    model_class_name(m->model_class), m->name,
+			    model_class_name(r->model->model_class),
+			    size_format(model_resident(m), a, sizeof(a)), m->name, m->id);
 			return -EDEADLK;
 		}
 		if (conflicting(r, m) && m->owner == r->requester &&
 		    model_state(m) == MODEL_IN_USE) {
 			snprintf(
 			    why, why_len,
-			    "%s '%s' is in use by this client and its class excludes %s: release "
-			    "it first",
+			    "%s '%s' (%s) is in use by this client and its class excludes %s on "
+			    "this device; suggestion: release model '%s' first",
 			    model_class_name(m->model_class), m->name,
-			    model_class_name(r->model->model_class));
+			    size_format(model_resident(m), a, sizeof(a)),
+			    model_class_name(r->model->model_class), m->name);
 			return -EDEADLK;
 		}
-		if (m->pinned)
+		if (m->pinned) {
 			pinned += model_resident(m);
-		else if (m->owner == r->requester && model_state(m) == MODEL_IN_USE)
+			top_pinned = larger(top_pinned, m);
+		} else if (m->owner == r->requester && model_state(m) == MODEL_IN_USE) {
 			own_in_use += model_resident(m);
+			top_own = larger(top_own, m);
+		}
 	}
-	if (r->bytes > budget || pinned > budget - r->bytes) {
+	if (r->bytes > budget) {
 		snprintf(why, why_len,
-			 "pinned models hold %s of the %s budget: %s can never fit beside them",
-			 size_format(pinned, a, sizeof(a)), size_format(budget, b, sizeof(b)),
-			 size_format(r->bytes, c, sizeof(c)));
+			 "%s is more than the whole %s budget: it can never fit; suggestion: ask "
+			 "for at most %s",
+			 size_format(r->bytes, a, sizeof(a)), size_format(budget, b, sizeof(b)), b);
+		return -E2BIG;
+	}
+	if (pinned > budget - r->bytes) {
+		int len =
+		    snprintf(why, why_len,
+			     "pinned models hold %s of the %s budget: %s can never fit beside "
+			     "them; suggestion: ",
+			     size_format(pinned, a, sizeof(a)), size_format(budget, b, sizeof(b)),
+			     size_format(r->bytes, c, sizeof(c)));
+
+		if (len > 0 && (size_t)len < why_len)
+			snprintf(why + len, why_len - (size_t)len,
+				 "%s%s%sunpin model '%s' (rocmmemctl unpin %" PRIu64 ")",
+				 pinned < budget ? "ask for at most " : "",
+				 pinned < budget ? size_format(budget - pinned, d, sizeof(d)) : "",
+				 pinned < budget ? ", or " : "", top_pinned->name, top_pinned->id);
 		return -E2BIG;
 	}
 	if (own_in_use > budget - pinned - r->bytes) {
 		snprintf(why, why_len,
-			 "this client's models in use hold %s: %s fits only if it releases some "
-			 "first",
-			 size_format(own_in_use, a, sizeof(a)),
-			 size_format(r->bytes, b, sizeof(b)));
+			 "this client's models in use hold %s of the %s budget (pinned models %s): "
+			 "%s fits only if it releases some first; suggestion: release model '%s' "
+			 "(%s) first",
+			 size_format(own_in_use, a, sizeof(a)), size_format(budget, b, sizeof(b)),
+			 size_format(pinned, c, sizeof(c)), size_format(r->bytes, d, sizeof(d)),
+			 top_own->name, size_format(model_resident(top_own), e, sizeof(e)));
 		return -EDEADLK;
 	}
 	return 0;

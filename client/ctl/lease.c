@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "args.h"
 #include "ctl.h"
 #include "size.h"
 
@@ -129,7 +128,6 @@ int cmd_lease(const struct ctl *global, int argc, char **argv)
 	rocmmem_lease *lease;
 	sigset_t mask;
 	int c, rc, err, sigfd;
-	char name[64];
 
 	optind = 0;
 	opterr = 0;
@@ -158,18 +156,11 @@ int cmd_lease(const struct ctl *global, int argc, char **argv)
 				return ctl_usage("lease", "invalid --device '%s'", optarg);
 			req.device = (unsigned)dev;
 			break;
-		case 'j':
-			ctl.json = true;
-			break;
-		case 's':
-			ctl.socket = optarg;
-			break;
-		case ':':
-			return ctl_usage("lease", "option '%s' needs a value",
-					 args_bad_option(argv, name, sizeof(name)));
 		default:
-			return ctl_usage("lease", "unknown option '%s'",
-					 args_bad_option(argv, name, sizeof(name)));
+			rc = ctl_common_option("lease", c, &ctl, argv);
+			if (rc)
+				return rc;
+			break;
 		}
 	}
 	if (optind >= argc)

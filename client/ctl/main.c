@@ -16,6 +16,9 @@ static int cmd_version(const struct ctl *ctl, int argc, char **argv);
 
 static const struct ctl_command commands[] = {
     {"status", cmd_status, "", "show devices, budgets, clients, leases, models and the queue"},
+    {"watch", cmd_watch, "[-i SECONDS] [-n COUNT] [--device N]",
+     "live view of devices, clients, models and events, every -i seconds (default 1,\n"
+     "      0.01 to 60), until Ctrl-C or COUNT samples; --json: one object per line"},
     {"lease", cmd_lease, "SIZE [--hold SECONDS] [--tag T] [--timeout SECONDS] [--device N]",
      "acquire a lease, print it and hold it until the time passes or Ctrl-C"},
     {"trim", cmd_trim, "[--device N]",
@@ -27,6 +30,7 @@ static const struct ctl_command commands[] = {
     {"pin", cmd_pin, "MODEL",
      "pin a model: the daemon never evicts it to make room (evict still may)"},
     {"unpin", cmd_unpin, "MODEL", "let the daemon evict a model again when it is idle"},
+    {"metrics", cmd_metrics, "", "print the daemon's metrics in the Prometheus text format"},
     {"help", cmd_help, "", "show this help"},
     {"version", cmd_version, "", "show the version"},
 };
@@ -47,7 +51,8 @@ static void usage(FILE *f)
 	    "\nOptions:\n"
 	    "  -s, --socket PATH  the daemon's socket (default: $%s, else the per-user\n"
 	    "                     socket if one exists, else %s)\n"
-	    "  -j, --json         print JSON (status, models: the stable machine format)\n"
+	    "  -j, --json         print JSON (status, models: the stable machine format;\n"
+	    "                     watch: one object per line)\n"
 	    "  -h, --help         show this help\n"
 	    "  -V, --version      show the version\n"
 	    "\nSIZE takes bytes or a binary suffix K, M, G, T (KiB, MiB, GiB, TiB): 512M, 1.5G.\n"
@@ -86,6 +91,26 @@ int ctl_usage(const char *command, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry 'rocmmemctl --help'.\n");
 	return CTL_EXIT_USAGE;
+}
+
+int ctl_common_option(const char *command, int c, struct ctl *ctl, char **argv)
+{
+	char name[64];
+
+	switch (c) {
+	case 'j':
+		ctl->json = true;
+		return 0;
+	case 's':
+		ctl->socket = optarg;
+		return 0;
+	case ':':
+		return ctl_usage(command, "option '%s' needs a value",
+				 args_bad_option(argv, name, sizeof(name)));
+	default:
+		return ctl_usage(command, "unknown option '%s'",
+				 args_bad_option(argv, name, sizeof(name)));
+	}
 }
 
 int ctl_connect(const struct ctl *ctl, rocmmem_client **out)

@@ -36,53 +36,26 @@ static const char *state_label(enum rocmmem_model_state s)
 	return s == ROCMMEM_MODEL_IN_USE ? "in use" : ctl_model_state_name(s);
 }
 
-static void add_u64(json_object *o, const char *key, uint64_t v)
-{
-	json_object_object_add(o, key, json_object_new_uint64(v));
-}
-
-static void add_i64(json_object *o, const char *key, int64_t v)
-{
-	json_object_object_add(o, key, json_object_new_int64(v));
-}
-
-static void add_str(json_object *o, const char *key, const char *v)
-{
-	json_object_object_add(o, key, json_object_new_string(v));
-}
-
-static void add_bool(json_object *o, const char *key, int v)
-{
-	json_object_object_add(o, key, json_object_new_boolean(v));
-}
-
-static void print_json(json_object *o)
-{
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-						   JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(o);
-}
-
 json_object *ctl_model_json(const struct rocmmem_model_info *v)
 {
 	json_object *o = json_object_new_object();
 
 	/* The first keys in the order status --json always had them. */
-	add_str(o, "name", v->name);
-	add_str(o, "class", ctl_model_class_name(v->model_class));
-	add_i64(o, "owner_pid", v->owner_pid);
-	add_u64(o, "device", v->device);
-	add_u64(o, "bytes", v->bytes);
-	add_str(o, "state", ctl_model_state_name(v->state));
-	add_u64(o, "id", v->id);
-	add_i64(o, "priority", v->priority);
-	add_bool(o, "pinned", v->pinned);
-	add_u64(o, "size", v->size);
-	add_u64(o, "reservation_bytes", v->reservation_bytes);
-	add_u64(o, "lease_bytes", v->lease_bytes);
-	add_u64(o, "idle_ms", v->idle_ms);
-	add_u64(o, "use_count", v->use_count);
-	add_u64(o, "evictions", v->evictions);
+	ctl_json_str(o, "name", v->name);
+	ctl_json_str(o, "class", ctl_model_class_name(v->model_class));
+	ctl_json_i64(o, "owner_pid", v->owner_pid);
+	ctl_json_u64(o, "device", v->device);
+	ctl_json_u64(o, "bytes", v->bytes);
+	ctl_json_str(o, "state", ctl_model_state_name(v->state));
+	ctl_json_u64(o, "id", v->id);
+	ctl_json_i64(o, "priority", v->priority);
+	ctl_json_bool(o, "pinned", v->pinned);
+	ctl_json_u64(o, "size", v->size);
+	ctl_json_u64(o, "reservation_bytes", v->reservation_bytes);
+	ctl_json_u64(o, "lease_bytes", v->lease_bytes);
+	ctl_json_u64(o, "idle_ms", v->idle_ms);
+	ctl_json_u64(o, "use_count", v->use_count);
+	ctl_json_u64(o, "evictions", v->evictions);
 	return o;
 }
 
@@ -169,7 +142,6 @@ int cmd_models(const struct ctl *global, int argc, char **argv)
 	rocmmem_status *st;
 	long device = -1;
 	int c, rc;
-	char name[64];
 
 	optind = 0;
 	opterr = 0;
@@ -179,18 +151,11 @@ int cmd_models(const struct ctl *global, int argc, char **argv)
 			if (parse_device("models", optarg, &device) < 0)
 				return CTL_EXIT_USAGE;
 			break;
-		case 'j':
-			ctl.json = true;
-			break;
-		case 's':
-			ctl.socket = optarg;
-			break;
-		case ':':
-			return ctl_usage("models", "option '%s' needs a value",
-					 args_bad_option(argv, name, sizeof(name)));
 		default:
-			return ctl_usage("models", "unknown option '%s'",
-					 args_bad_option(argv, name, sizeof(name)));
+			rc = ctl_common_option("models", c, &ctl, argv);
+			if (rc)
+				return rc;
+			break;
 		}
 	}
 	if (optind < argc)
@@ -216,9 +181,9 @@ int cmd_models(const struct ctl *global, int argc, char **argv)
 			if (device < 0 || v->device == (unsigned long)device)
 				json_object_array_add(models, ctl_model_json(v));
 		}
-		add_i64(root, "schema_version", MODELS_SCHEMA_VERSION);
+		ctl_json_i64(root, "schema_version", MODELS_SCHEMA_VERSION);
 		json_object_object_add(root, "models", models);
-		print_json(root);
+		ctl_json_print(root);
 	} else {
 		ctl_models_table(st, device);
 	}
@@ -336,11 +301,11 @@ static int resolve(const char *command, const rocmmem_status *st, const char *te
 /* add_target puts what is known of the model into a JSON result. */
 static void add_target(json_object *o, const struct target *t)
 {
-	add_u64(o, "id", t->id);
+	ctl_json_u64(o, "id", t->id);
 	if (t->info) {
-		add_str(o, "name", t->info->name);
-		add_i64(o, "owner_pid", t->info->owner_pid);
-		add_u64(o, "device", t->info->device);
+		ctl_json_str(o, "name", t->info->name);
+		ctl_json_i64(o, "owner_pid", t->info->owner_pid);
+		ctl_json_u64(o, "device", t->info->device);
 	}
 }
 
@@ -400,11 +365,11 @@ int cmd_evict(const struct ctl *global, int argc, char **argv)
 		json_object *o = json_object_new_object();
 
 		add_target(o, &t);
-		add_bool(o, "evicted", resident);
-		add_bool(o, "revoked", revoked);
-		add_u64(o, "bytes_freed", freed);
-		add_i64(o, "elapsed_ms", elapsed);
-		print_json(o);
+		ctl_json_bool(o, "evicted", resident);
+		ctl_json_bool(o, "revoked", revoked);
+		ctl_json_u64(o, "bytes_freed", freed);
+		ctl_json_i64(o, "elapsed_ms", elapsed);
+		ctl_json_print(o);
 	} else if (!resident) {
 		printf("%s holds no memory: nothing to evict\n", what);
 	} else if (revoked) {
@@ -453,9 +418,9 @@ static int pin_command(const char *command, bool pinned, const struct ctl *globa
 		json_object *o = json_object_new_object();
 
 		add_target(o, &t);
-		add_bool(o, "pinned", pinned);
-		add_bool(o, "changed", changed);
-		print_json(o);
+		ctl_json_bool(o, "pinned", pinned);
+		ctl_json_bool(o, "changed", changed);
+		ctl_json_print(o);
 	} else if (!changed) {
 		printf("%s was already %s\n", what, pinned ? "pinned" : "unpinned");
 	} else if (pinned) {

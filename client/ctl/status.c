@@ -1,46 +1,62 @@
 /* SPDX-License-Identifier: MIT */
 /* status.c: `rocmmemctl status`: the daemon's state as a table or as the stable JSON contract. */
+#include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "args.h"
 #include "ctl.h"
 #include "size.h"
 
 /* The version of the JSON below; bump only when a field changes meaning or goes away. */
 #define STATUS_SCHEMA_VERSION 1
 
-static const char *handle_name(enum rocmmem_handle_kind k)
+/* errno_name names the errors a refusal carries ("ENOMEM"); others by number. */
+static const char *errno_name(int err, char *buf, size_t len)
 {
-	switch (k) {
-	case ROCMMEM_HANDLE_MEMFD:
-		return "memfd";
-	case ROCMMEM_HANDLE_VMM_FD:
-		return "vmm-fd";
-	case ROCMMEM_HANDLE_DMABUF:
-		return "dmabuf";
-	case ROCMMEM_HANDLE_IPC:
-		return "ipc";
-	default:
-		return "none";
+	static const struct {
+		int err;
+		const char *name;
+	} names[] = {
+	    {ENOMEM, "ENOMEM"},	  {ETIMEDOUT, "ETIMEDOUT"}, {E2BIG, "E2BIG"},
+	    {EDEADLK, "EDEADLK"}, {ENODEV, "ENODEV"},	    {EIO, "EIO"},
+	    {EAGAIN, "EAGAIN"},	  {EBUSY, "EBUSY"},	    {ECANCELED, "ECANCELED"},
+	    {EINVAL, "EINVAL"},	  {EPERM, "EPERM"},	    {ENOSPC, "ENOSPC"},
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].err == -err)
+			return names[i].name;
+	snprintf(buf, len, "errno %d", -err);
+	return buf;
+}
+
+static json_object *denials_json(const rocmmem_status *st)
+{
+	json_object *a = json_object_new_array();
+	char name[32];
+
+	for (size_t i = 0; i < rocmmem_status_denial_count(st); i++) {
+		const struct rocmmem_denial_info *v = rocmmem_status_denial(st, i);
+		json_object *o = json_object_new_object();
+
+		ctl_json_u64(o, "timestamp_ms", v->timestamp_ms);
+		ctl_json_i64(o, "pid", v->pid);
+		ctl_json_str(o, "client_name", v->client_name);
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_u64(o, "bytes", v->bytes);
+		ctl_json_u64(o, "model_id", v->model_id);
+		ctl_json_str(o, "model_name", v->model_name);
+		ctl_json_str(o, "error", errno_name(v->error, name, sizeof(name)));
+		ctl_json_i64(o, "errno", -(int64_t)v->error);
+		ctl_json_str(o, "reason", v->reason);
+		json_object_array_add(a, o);
 	}
-}
-
-static void add_u64(json_object *o, const char *key, uint64_t v)
-{
-	json_object_object_add(o, key, json_object_new_uint64(v));
-}
-
-static void add_i64(json_object *o, const char *key, int64_t v)
-{
-	json_object_object_add(o, key, json_object_new_int64(v));
-}
-
-static void add_str(json_object *o, const char *key, const char *v)
-{
-	json_object_object_add(o, key, json_object_new_string(v));
+	return a;
 }
 
 static json_object *status_json(const rocmmem_status *st)
@@ -51,102 +67,29 @@ static json_object *status_json(const rocmmem_status *st)
 	json_object *leases = json_object_new_array(), *models = json_object_new_array();
 	json_object *queue = json_object_new_array();
 
-	add_i64(root, "schema_version", STATUS_SCHEMA_VERSION);
-	add_str(daemon, "version", d->version);
-	add_i64(daemon, "pid", d->pid);
-	add_u64(daemon, "uptime_s", d->uptime_s);
-	add_str(daemon, "backend", d->backend);
-	add_u64(daemon, "protocol_version", d->protocol_version);
+	ctl_json_i64(root, "schema_version", STATUS_SCHEMA_VERSION);
+	ctl_json_str(daemon, "version", d->version);
+	ctl_json_i64(daemon, "pid", d->pid);
+	ctl_json_u64(daemon, "uptime_s", d->uptime_s);
+	ctl_json_str(daemon, "backend", d->backend);
+	ctl_json_u64(daemon, "protocol_version", d->protocol_version);
 	json_object_object_add(root, "daemon", daemon);
 
-	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
-		const struct rocmmem_device_info *v = rocmmem_status_device(st, i);
-		json_object *o = json_object_new_object();
-
-		add_u64(o, "index", v->index);
-		add_str(o, "name", v->name);
-		add_str(o, "backend", v->backend);
-		add_u64(o, "total_bytes", v->total_bytes);
-		add_u64(o, "budget_bytes", v->budget_bytes);
-		add_u64(o, "leased_bytes", v->leased_bytes);
-		add_u64(o, "free_bytes", v->free_bytes);
-		add_u64(o, "headroom_bytes", v->headroom_bytes);
-		add_u64(o, "reserved_bytes", v->reserved_bytes);
-		add_u64(o, "granule_bytes", v->granule_bytes);
-		add_u64(o, "leases", v->leases);
-		add_u64(o, "waiters", v->waiters);
-		add_str(o, "handle", handle_name(v->handle_kind));
-		add_str(o, "sharing", v->sharing);
-		add_str(o, "pci_bus_id", v->pci_bus_id);
-		json_object_object_add(o, "integrated", json_object_new_boolean(v->integrated));
-		add_str(o, "state", v->state);
-		if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME) {
-			add_u64(o, "runtime_total_bytes", v->runtime_total_bytes);
-			add_u64(o, "runtime_free_bytes", v->runtime_free_bytes);
-			add_u64(o, "external_bytes", v->external_bytes);
-		}
-		if (v->telemetry_source[0]) {
-			json_object *t = json_object_new_object();
-
-			add_str(t, "source", v->telemetry_source);
-			if (v->valid & ROCMMEM_DEVICE_HAS_VRAM) {
-				add_u64(t, "vram_total_bytes", v->vram_total_bytes);
-				add_u64(t, "vram_used_bytes", v->vram_used_bytes);
-			}
-			if (v->valid & ROCMMEM_DEVICE_HAS_GTT) {
-				add_u64(t, "gtt_total_bytes", v->gtt_total_bytes);
-				add_u64(t, "gtt_used_bytes", v->gtt_used_bytes);
-			}
-			if (v->valid & ROCMMEM_DEVICE_HAS_TEMPERATURE)
-				add_i64(t, "temperature_mc", v->temperature_mc);
-			if (v->valid & ROCMMEM_DEVICE_HAS_POWER)
-				add_u64(t, "power_mw", v->power_mw);
-			if (v->valid & ROCMMEM_DEVICE_HAS_BUSY)
-				add_u64(t, "busy_percent", v->busy_percent);
-			json_object_object_add(o, "telemetry", t);
-		}
-		if (rocmmem_status_process_count(st, i)) {
-			json_object *procs = json_object_new_array();
-
-			for (size_t k = 0; k < rocmmem_status_process_count(st, i); k++) {
-				const struct rocmmem_process_info *p =
-				    rocmmem_status_process(st, i, k);
-				json_object *po = json_object_new_object();
-
-				add_i64(po, "pid", p->pid);
-				add_u64(po, "vram_bytes", p->vram_bytes);
-				json_object_object_add(po, "client",
-						       json_object_new_boolean(p->client));
-				json_object_array_add(procs, po);
-			}
-			json_object_object_add(o, "processes", procs);
-		}
-		json_object_array_add(devices, o);
-	}
-	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
-		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
-		json_object *o = json_object_new_object();
-
-		add_i64(o, "pid", v->pid);
-		add_u64(o, "uid", v->uid);
-		add_str(o, "name", v->name);
-		add_u64(o, "leases", v->leases);
-		add_u64(o, "leased_bytes", v->leased_bytes);
-		add_u64(o, "gid", v->gid);
-		add_u64(o, "connected_s", v->connected_s);
-		json_object_array_add(clients, o);
-	}
+	for (size_t i = 0; i < rocmmem_status_device_count(st); i++)
+		json_object_array_add(devices, ctl_device_json(st, i));
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
+		json_object_array_add(clients, ctl_client_json(rocmmem_status_client(st, i)));
 	for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
 		const struct rocmmem_lease_info *v = rocmmem_status_lease(st, i);
 		json_object *o = json_object_new_object();
 
-		add_u64(o, "id", v->id);
-		add_i64(o, "owner_pid", v->owner_pid);
-		add_u64(o, "device", v->device);
-		add_u64(o, "bytes", v->bytes);
-		add_str(o, "tag", v->tag);
-		add_u64(o, "age_ms", v->age_ms);
-		add_u64(o, "model_id", v->model_id);
+		ctl_json_u64(o, "id", v->id);
+		ctl_json_i64(o, "owner_pid", v->owner_pid);
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_u64(o, "bytes", v->bytes);
+		ctl_json_str(o, "tag", v->tag);
+		ctl_json_u64(o, "age_ms", v->age_ms);
+		ctl_json_u64(o, "model_id", v->model_id);
 		json_object_array_add(leases, o);
 	}
 	for (size_t i = 0; i < rocmmem_status_model_count(st); i++)
@@ -155,13 +98,13 @@ static json_object *status_json(const rocmmem_status *st)
 		const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
 		json_object *o = json_object_new_object();
 
-		add_i64(o, "owner_pid", v->owner_pid);
-		add_u64(o, "device", v->device);
-		add_u64(o, "bytes", v->bytes);
-		add_u64(o, "waited_ms", v->waited_ms);
-		add_i64(o, "timeout_ms", v->timeout_ms);
-		add_str(o, "tag", v->tag);
-		add_u64(o, "model_id", v->model_id);
+		ctl_json_i64(o, "owner_pid", v->owner_pid);
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_u64(o, "bytes", v->bytes);
+		ctl_json_u64(o, "waited_ms", v->waited_ms);
+		ctl_json_i64(o, "timeout_ms", v->timeout_ms);
+		ctl_json_str(o, "tag", v->tag);
+		ctl_json_u64(o, "model_id", v->model_id);
 		json_object_array_add(queue, o);
 	}
 	json_object_object_add(root, "devices", devices);
@@ -169,6 +112,9 @@ static json_object *status_json(const rocmmem_status *st)
 	json_object_object_add(root, "leases", leases);
 	json_object_object_add(root, "models", models);
 	json_object_object_add(root, "queue", queue);
+	json_object_object_add(root, "denials", denials_json(st));
+	json_object_object_add(root, "counters",
+			       ctl_counters_json(rocmmem_status_counters(st), false));
 	return root;
 }
 
@@ -246,14 +192,93 @@ static const char *waiter_model(const rocmmem_status *st, const struct rocmmem_w
 	return buf;
 }
 
+static void print_counters(const struct rocmmem_counters *k)
+{
+	char a[SIZE_FORMAT_MAX];
+
+	printf("grants %llu, denials %llu, timeouts %llu, releases %llu, reclaimed %llu, "
+	       "failures %llu, evictions %llu, revocations %llu, trims %llu (%s)\n\n",
+	       (unsigned long long)k->grants, (unsigned long long)k->denials,
+	       (unsigned long long)k->timeouts, (unsigned long long)k->releases,
+	       (unsigned long long)k->reclaimed, (unsigned long long)k->failures,
+	       (unsigned long long)k->evictions, (unsigned long long)k->revocations,
+	       (unsigned long long)k->trims, size_format(k->bytes_trimmed, a, sizeof(a)));
+}
+
+/* terminal_width is stdout's width in columns when it is a terminal, else 0 (no limit). */
+static size_t terminal_width(void)
+{
+	struct winsize ws;
+
+	if (!isatty(STDOUT_FILENO) || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0)
+		return 0;
+	return ws.ws_col;
+}
+
+/* print_cut prints text in at most width columns (0: all of it), cut at a UTF-8 boundary. */
+static void print_cut(const char *text, size_t width)
+{
+	size_t n = strlen(text), chars = 0, i;
+
+	if (width == 0) {
+		puts(text);
+		return;
+	}
+	/* Columns counted as characters: what the names may hold is validated UTF-8. */
+	for (i = 0; i < n; i++)
+		if (((unsigned char)text[i] & 0xC0) != 0x80)
+			chars++;
+	if (chars <= width) {
+		puts(text);
+		return;
+	}
+	chars = 0;
+	for (i = 0; i < n; i++) {
+		if (((unsigned char)text[i] & 0xC0) != 0x80 &&
+		    ++chars > (width > 3 ? width - 3 : 0))
+			break;
+	}
+	printf("%.*s...\n", (int)i, text);
+}
+
+/* print_denials lists the latest refusals, oldest first: when, who, what, and why. */
+static void print_denials(const rocmmem_status *st)
+{
+	size_t width = terminal_width();
+	struct timespec ts;
+	uint64_t now_ms;
+
+	if (!rocmmem_status_denial_count(st))
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	printf("\nRECENT DENIALS\n%-9s %-8s %-16s %-6s %10s %-9s  %s\n", "AGO", "PID", "CLIENT",
+	       "DEVICE", "SIZE", "ERROR", "REASON");
+	for (size_t i = 0; i < rocmmem_status_denial_count(st); i++) {
+		const struct rocmmem_denial_info *v = rocmmem_status_denial(st, i);
+		char ago[32], sz[SIZE_FORMAT_MAX], name[32];
+		uint64_t age = now_ms > v->timestamp_ms ? now_ms - v->timestamp_ms : 0;
+		int used = printf("%-9s %-8d %-16.16s %-6u %10s %-9s  ",
+				  ctl_duration(age / 1000, ago, sizeof(ago)), (int)v->pid,
+				  v->client_name[0] ? v->client_name : "-", v->device,
+				  size_format(v->bytes, sz, sizeof(sz)),
+				  errno_name(v->error, name, sizeof(name)));
+
+		print_cut(v->reason, width == 0			? 0
+				     : width > (size_t)used + 8 ? width - (size_t)used
+								: 8);
+	}
+}
+
 static void print_table(const rocmmem_status *st)
 {
 	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
 	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX], e[SIZE_FORMAT_MAX];
 	char t[32];
 
-	printf("rocmmemd %s, pid %d, up %s, backend %s\n\n", d->version, (int)d->pid,
+	printf("rocmmemd %s, pid %d, up %s, backend %s\n", d->version, (int)d->pid,
 	       ctl_duration(d->uptime_s, t, sizeof(t)), d->backend);
+	print_counters(rocmmem_status_counters(st));
 	printf("%-6s %-20s %10s %10s %10s %10s %7s %7s\n", "DEVICE", "NAME", "TOTAL", "BUDGET",
 	       "LEASED", "FREE", "LEASES", "WAITING");
 	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
@@ -309,6 +334,7 @@ static void print_table(const rocmmem_status *st)
 			       waiter_model(st, v, model, sizeof(model)), v->tag);
 		}
 	}
+	print_denials(st);
 }
 
 int cmd_status(const struct ctl *global, int argc, char **argv)
@@ -322,21 +348,13 @@ int cmd_status(const struct ctl *global, int argc, char **argv)
 	rocmmem_client *client;
 	rocmmem_status *st;
 	int c, rc, err;
-	char name[64];
 
 	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":js:", longopts, NULL)) != -1) {
-		if (c == 'j')
-			ctl.json = true;
-		else if (c == 's')
-			ctl.socket = optarg;
-		else if (c == ':')
-			return ctl_usage("status", "option '%s' needs a value",
-					 args_bad_option(argv, name, sizeof(name)));
-		else
-			return ctl_usage("status", "unknown option '%s'",
-					 args_bad_option(argv, name, sizeof(name)));
+		rc = ctl_common_option("status", c, &ctl, argv);
+		if (rc)
+			return rc;
 	}
 	if (optind < argc)
 		return ctl_usage("status", "unexpected argument '%s'", argv[optind]);

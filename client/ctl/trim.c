@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "args.h"
 #include "ctl.h"
 #include "size.h"
 
@@ -22,7 +21,7 @@ int cmd_trim(const struct ctl *global, int argc, char **argv)
 	rocmmem_client *client;
 	uint64_t released = 0;
 	int device = -1, c, rc, err;
-	char name[64], size[SIZE_FORMAT_MAX];
+	char size[SIZE_FORMAT_MAX];
 
 	optind = 0;
 	opterr = 0;
@@ -38,18 +37,11 @@ int cmd_trim(const struct ctl *global, int argc, char **argv)
 				return ctl_usage("trim", "invalid --device '%s'", optarg);
 			device = (int)v;
 			break;
-		case 'j':
-			ctl.json = true;
-			break;
-		case 's':
-			ctl.socket = optarg;
-			break;
-		case ':':
-			return ctl_usage("trim", "option '%s' needs a value",
-					 args_bad_option(argv, name, sizeof(name)));
 		default:
-			return ctl_usage("trim", "unknown option '%s'",
-					 args_bad_option(argv, name, sizeof(name)));
+			rc = ctl_common_option("trim", c, &ctl, argv);
+			if (rc)
+				return rc;
+			break;
 		}
 	}
 	if (optind < argc)

@@ -427,6 +427,14 @@ ROCMMEM_EXPORT const struct rocmmem_waiter_info *rocmmem_status_waiter(const roc
  */
 ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *client, int device, uint64_t *released);
 
+/*
+ * rocmmem_metrics fetches the daemon's metrics in the Prometheus text exposition format 0.0.4
+ * (what `rocmmemctl metrics` prints and `rocmmemd --metrics-textfile` writes). On success
+ * *text is a NUL-terminated string the caller frees with free(); on failure *text is NULL.
+ * Returns 0 or a negative errno (-EINVAL: client or text NULL; -ENOMEM; the connection's error).
+ */
+ROCMMEM_EXPORT int rocmmem_metrics(rocmmem_client *client, char **text);
+
 /* ----------------------------------------------------------------------------------------- */
 /* Models: let the daemon decide what is resident across processes */
 
@@ -525,10 +533,18 @@ enum rocmmem_event_type {
 	ROCMMEM_EVENT_MODEL_REVOKED = 3, /* model_id's memory was taken back: reason */
 	ROCMMEM_EVENT_LEASE_REVOKED = 4, /* lease_id was revoked by an administrator: reason */
 	ROCMMEM_EVENT_DISCONNECTED = 5,	 /* the connection ended (the library's own event) */
+	ROCMMEM_EVENT_SAMPLE = 6,	 /* a telemetry sample: sample, sample_info (Telemetry) */
+	ROCMMEM_EVENT_TELEMETRY = 7,	 /* something happened in the daemon: telemetry */
 	ROCMMEM_EVENT_OTHER = 100,	 /* a kind this library version does not know */
 };
 
-/* One event, owned by the library and valid only during the callback that receives it. */
+struct rocmmem_sample_info;
+struct rocmmem_telemetry_event;
+
+/*
+ * One event, owned by the library and valid only during the callback that receives it, and
+ * so is everything it points to. Fields are only ever appended.
+ */
 struct rocmmem_event {
 	enum rocmmem_event_type type;
 	uint64_t seq;
@@ -537,6 +553,12 @@ struct rocmmem_event {
 	uint64_t lease_id;
 	uint64_t bytes_needed;
 	uint32_t deadline_ms;
+	/* ROCMMEM_EVENT_SAMPLE: the daemon's state, read with the rocmmem_status_* accessors
+	 * (never freed by the callback), and what only a sample has. NULL for other types. */
+	const rocmmem_status *sample;
+	const struct rocmmem_sample_info *sample_info;
+	/* ROCMMEM_EVENT_TELEMETRY: the event. NULL for other types. */
+	const struct rocmmem_telemetry_event *telemetry;
 };
 
 typedef void (*rocmmem_event_fn)(rocmmem_client *client, const struct rocmmem_event *event,
@@ -565,6 +587,101 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
  * ended (after delivering ROCMMEM_EVENT_DISCONNECTED once).
  */
 ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *client);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Telemetry: samples of the daemon's state and its events, as they happen */
+
+/*
+ * A client subscribes to samples (the daemon's whole state every interval: devices, clients,
+ * models, the queue, counters) and/or to events (leases granted, denied and released, evict
+ * requests and acks, revocations, trims, clients coming and going). Both arrive through the
+ * event callback (rocmmem_set_event_callback), from rocmmem_dispatch and from inside any call
+ * of this client that waits for the daemon, as ROCMMEM_EVENT_SAMPLE and
+ * ROCMMEM_EVENT_TELEMETRY, in the order the daemon sent them.
+ *
+ * Nothing piles up for a client that is slow or never dispatches: the daemon thins what its
+ * socket cannot take, and the library keeps at most one undelivered sample (a newer one
+ * replaces it) and a bounded number of undelivered events (the oldest go first). What was lost
+ * is counted in the next one delivered (rocmmem_sample_info.dropped,
+ * rocmmem_telemetry_event.dropped). Evict requests, revocations and shutdown are never lost
+ * to telemetry.
+ */
+#define ROCMMEM_SUBSCRIBE_SAMPLES 0x1u /* a sample every interval_ms */
+#define ROCMMEM_SUBSCRIBE_EVENTS 0x2u  /* every event as it happens */
+
+/* The sample intervals the daemon accepts, in milliseconds. */
+#define ROCMMEM_SAMPLE_INTERVAL_MIN_MS 10u
+#define ROCMMEM_SAMPLE_INTERVAL_MAX_MS 60000u
+
+/* What a sample has beyond what rocmmem_status_* show (owned like the event). */
+struct rocmmem_sample_info {
+	uint64_t timestamp_ms;	  /* when the daemon took it: wall clock, ms since the epoch */
+	uint32_t interval_ms;	  /* the interval in effect */
+	uint32_t dropped;	  /* samples not delivered since the previous one (thinned) */
+	uint32_t clients_omitted; /* clients and models beyond what one sample lists (the */
+	uint32_t models_omitted;  /* smallest are left out) */
+	uint32_t waiters;	  /* requests waiting for memory, all devices */
+	uint64_t oldest_wait_ms;  /* how long the longest-waiting of them has waited */
+	uint64_t uptime_ms;	  /* the daemon's */
+};
+
+/*
+ * The kinds of telemetry events (the same numbers as the protocol's). A newer daemon may send
+ * kinds this library does not name: their name is "unknown".
+ */
+enum rocmmem_telemetry_type {
+	ROCMMEM_TELEMETRY_LEASE_GRANTED = 1,
+	ROCMMEM_TELEMETRY_LEASE_DENIED = 2, /* refused at once or timed out: error */
+	ROCMMEM_TELEMETRY_LEASE_RELEASED = 3,
+	ROCMMEM_TELEMETRY_EVICT_REQUESTED = 4, /* the daemon asked a model's owner to unload it */
+	ROCMMEM_TELEMETRY_EVICT_ACKED = 5,
+	ROCMMEM_TELEMETRY_REVOKED = 6, /* memory taken back from an owner that did not ack */
+	ROCMMEM_TELEMETRY_TRIM_DONE = 7,
+	ROCMMEM_TELEMETRY_CLIENT_CONNECTED = 8,
+	ROCMMEM_TELEMETRY_CLIENT_DISCONNECTED = 9,
+	ROCMMEM_TELEMETRY_MODEL_LOADED = 10, /* a model became resident */
+};
+
+/* One telemetry event (owned like the rocmmem_event that carries it). Unset numbers are 0. */
+struct rocmmem_telemetry_event {
+	enum rocmmem_telemetry_type type;
+	uint64_t timestamp_ms;	 /* wall clock, ms since the epoch */
+	int32_t pid;		 /* the client it concerns; 0: none */
+	const char *client_name; /* "" when none */
+	uint64_t client_id;	 /* the daemon's connection id */
+	int has_device;		 /* whether device applies */
+	uint32_t device;
+	uint64_t bytes;
+	uint64_t lease_id;
+	uint64_t model_id;
+	const char *model_name; /* "" when none */
+	int error;		/* a denial's negative errno (-ENOMEM, -ETIMEDOUT, -E2BIG, ...) */
+	uint64_t waited_ms;	/* time the request spent in the queue */
+	const char *detail;	/* the daemon's own words, as it logged them; never NULL */
+	uint32_t dropped;	/* events lost for this client just before this one */
+};
+
+/* rocmmem_telemetry_name returns a kind's stable name ("lease_granted", ...; "unknown"). */
+ROCMMEM_EXPORT const char *rocmmem_telemetry_name(enum rocmmem_telemetry_type type);
+
+/*
+ * rocmmem_subscribe starts this connection's subscription, or replaces the one it has.
+ * what: ROCMMEM_SUBSCRIBE_SAMPLES and/or ROCMMEM_SUBSCRIBE_EVENTS. interval_ms: how often
+ * samples come (ROCMMEM_SAMPLE_INTERVAL_MIN_MS to _MAX_MS; ignored without samples); the first
+ * comes at once. Set the event callback first, or samples and events are dropped as they are
+ * delivered. Returns the sample interval in effect in ms (0 with events only); -EINVAL (no or
+ * unknown bits in what, or an interval out of range); -ECONNRESET; or another negative errno
+ * (-EOPNOTSUPP: a daemon without telemetry).
+ */
+ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *client, unsigned what, uint32_t interval_ms);
+
+/*
+ * rocmmem_unsubscribe ends the subscription. Samples and events received but not yet
+ * delivered are discarded, so none is delivered once it returns (except to a callback another
+ * thread is running at that moment). Returns 0 (also when there was no subscription) or a
+ * negative errno.
+ */
+ROCMMEM_EXPORT int rocmmem_unsubscribe(rocmmem_client *client);
 
 #ifdef __cplusplus
 }

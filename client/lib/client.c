@@ -18,6 +18,11 @@
 
 /* Queued events beyond this are dropped: a host that never dispatches must not grow. */
 #define CONN_MAX_EVENTS 4096
+/* Undelivered telemetry events beyond this push out the oldest (each is at most 1.5 KiB). */
+#define CONN_MAX_TELEMETRY 1024
+/* rocmmem_dispatch reads at most this many messages: a daemon that keeps sending (a busy
+ * telemetry feed) cannot keep it from returning. The rest stays readable for the next call. */
+#define CONN_DISPATCH_MAX_READS 4096
 /* Retry interval while a daemon that is starting has no socket yet. */
 #define CONN_RETRY_MS 20
 
@@ -172,7 +177,87 @@ static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 	inmsg_free(m);
 }
 
-/* file_message sorts a received message: replies to their requesters, events to the queue. */
+/* add_lost adds n to a count of lost samples or events, saturating. */
+static uint32_t add_lost(uint32_t count, uint64_t n)
+{
+	return n >= (uint64_t)(UINT32_MAX - count) ? UINT32_MAX : count + (uint32_t)n;
+}
+
+static bool has_events(const rocmmem_client *c)
+{
+	return c->events || c->telemetry || c->sample;
+}
+
+/*
+ * queue_event files an event; lock held. A sample replaces the one not yet delivered, and
+ * telemetry beyond its cap pushes out the oldest (both counted into what is delivered next),
+ * so that neither grows a host that does not dispatch, nor crowds out the events that matter
+ * (evict requests, revocations, shutdown), which have their own queue.
+ */
+static void queue_event(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Event *e = m->msg->event;
+	struct inmsg *old;
+
+	m->next = NULL;
+	switch (e->body_case) {
+	case ROCMMEM__WIRE__EVENT__BODY_SAMPLE:
+		if ((old = c->sample)) {
+			c->samples_lost = add_lost(c->samples_lost,
+						   (uint64_t)old->msg->event->sample->dropped + 1);
+			inmsg_free(old);
+		}
+		c->sample = m;
+		break;
+	case ROCMMEM__WIRE__EVENT__BODY_TELEMETRY:
+		if (c->telemetry_count >= CONN_MAX_TELEMETRY) {
+			old = c->telemetry;
+			c->telemetry = old->next;
+			if (!c->telemetry)
+				c->telemetry_tail = &c->telemetry;
+			c->telemetry_count--;
+			c->telemetry_lost = add_lost(
+			    c->telemetry_lost, (uint64_t)old->msg->event->telemetry->dropped + 1);
+			inmsg_free(old);
+		}
+		*c->telemetry_tail = m;
+		c->telemetry_tail = &m->next;
+		c->telemetry_count++;
+		break;
+	default:
+		if (c->event_count >= CONN_MAX_EVENTS) {
+			inmsg_free(m);
+			return;
+		}
+		*c->events_tail = m;
+		c->events_tail = &m->next;
+		c->event_count++;
+		break;
+	}
+	uint64_t one = 1;
+	if (write(c->efd, &one, sizeof(one)) < 0) {
+		/* Saturated counter: the fd is readable anyway. */
+	}
+}
+
+void conn_drop_telemetry(rocmmem_client *c)
+{
+	struct inmsg *m;
+
+	while ((m = c->telemetry)) {
+		c->telemetry = m->next;
+		inmsg_free(m);
+	}
+	c->telemetry_tail = &c->telemetry;
+	c->telemetry_count = 0;
+	c->telemetry_lost = 0;
+	inmsg_free(c->sample);
+	c->sample = NULL;
+	c->samples_lost = 0;
+	c->feed_epoch++;
+}
+
+/* file_message sorts a received message: replies to their requesters, events to the queues. */
 static void file_message(rocmmem_client *c, struct inmsg *m)
 {
 	Rocmmem__Wire__Reply *r = conn_reply(m);
@@ -185,18 +270,7 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 			for (struct rocmmem_lease *l = c->leases; l; l = l->next)
 				if (l->id == e->lease_revoked->lease_id)
 					l->revoked = true;
-		if (c->event_count >= CONN_MAX_EVENTS) {
-			inmsg_free(m);
-			return;
-		}
-		m->next = NULL;
-		*c->events_tail = m;
-		c->events_tail = &m->next;
-		c->event_count++;
-		uint64_t one = 1;
-		if (write(c->efd, &one, sizeof(one)) < 0) {
-			/* Saturated counter: the fd is readable anyway. */
-		}
+		queue_event(c, m);
 		return;
 	}
 	if (!r->has_id || r->id == 0) {
@@ -317,6 +391,48 @@ static void timed_wait(rocmmem_client *c, int64_t deadline)
 
 static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out);
 
+/* The events taken for one round of delivery. */
+struct batch {
+	struct inmsg *events, *telemetry, *sample;
+	uint32_t telemetry_lost, samples_lost;
+	unsigned epoch; /* the subscription's, when taken */
+};
+
+/* batch_next takes the batch's next event in the daemon's order (sequence numbers). */
+static struct inmsg *batch_next(struct batch *b)
+{
+	struct inmsg **from = NULL, *m;
+	uint64_t seq = UINT64_MAX;
+
+	if (b->events) {
+		from = &b->events;
+		seq = b->events->msg->event->seq;
+	}
+	if (b->telemetry && b->telemetry->msg->event->seq < seq) {
+		from = &b->telemetry;
+		seq = b->telemetry->msg->event->seq;
+	}
+	if (b->sample && b->sample->msg->event->seq < seq)
+		from = &b->sample;
+	if (!from)
+		return NULL;
+	m = *from;
+	*from = m->next;
+	m->next = NULL;
+	return m;
+}
+
+/* still_subscribed says whether telemetry taken in epoch may still be delivered. */
+static bool still_subscribed(rocmmem_client *c, unsigned epoch)
+{
+	bool same;
+
+	pthread_mutex_lock(&c->lock);
+	same = c->feed_epoch == epoch;
+	pthread_mutex_unlock(&c->lock);
+	return same;
+}
+
 /*
  * deliver_events runs the event callback for every queued event, in order, one thread at a
  * time; lock held on entry and exit, released around the callbacks (which may call the
@@ -324,32 +440,54 @@ static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out);
  */
 static int deliver_events(rocmmem_client *c)
 {
-	struct inmsg *list, *m;
 	rocmmem_event_fn fn = c->event_fn;
 	void *userdata = c->event_userdata;
+	struct batch b;
+	struct inmsg *m;
 	uint64_t count;
 	int n = 0;
 
-	if (c->delivering || !c->events)
+	if (c->delivering || !has_events(c))
 		return 0;
-	list = c->events;
-	c->events = NULL;
+	b = (struct batch){c->events,	      c->telemetry,    c->sample,
+			   c->telemetry_lost, c->samples_lost, c->feed_epoch};
+	c->events = c->telemetry = c->sample = NULL;
 	c->events_tail = &c->events;
-	c->event_count = 0;
+	c->telemetry_tail = &c->telemetry;
+	c->event_count = c->telemetry_count = 0;
+	c->telemetry_lost = c->samples_lost = 0;
 	if (read(c->efd, &count, sizeof(count)) < 0) {
 		/* EAGAIN: nothing was signalled. */
 	}
 	c->delivering = true;
 	pthread_mutex_unlock(&c->lock);
-	while ((m = list)) {
+	while ((m = batch_next(&b))) {
+		Rocmmem__Wire__Event *e = m->msg->event;
+		struct feed_view view = {0};
 		struct rocmmem_event ev;
+		int err = 0;
 
-		list = m->next;
-		to_event(m->msg->event, &ev);
-		if (fn)
-			fn(c, &ev, userdata);
+		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_SAMPLE) {
+			if (still_subscribed(c, b.epoch))
+				err = feed_to_event(c, m, b.samples_lost, &view, &ev);
+			else
+				err = -ECANCELED;
+		} else if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_TELEMETRY) {
+			if (still_subscribed(c, b.epoch))
+				err = feed_to_event(c, m, b.telemetry_lost, &view, &ev);
+			else
+				err = -ECANCELED;
+			b.telemetry_lost = 0;
+		} else {
+			to_event(e, &ev);
+		}
+		if (err == 0) {
+			if (fn)
+				fn(c, &ev, userdata);
+			n++;
+		}
+		feed_view_finish(&view);
 		inmsg_free(m);
-		n++;
 	}
 	pthread_mutex_lock(&c->lock);
 	c->delivering = false;
@@ -360,6 +498,7 @@ static int deliver_events(rocmmem_client *c)
 int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg **out)
 {
 	int64_t deadline = deadline_after(timeout_ms);
+	unsigned drained = 0;
 	struct inmsg *m;
 	int err;
 
@@ -382,8 +521,15 @@ int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg *
 		}
 		/* While waiting, events are this thread's to deliver: a single-threaded host
 		 * blocked for memory must still unload its own idle models when asked. */
-		if (c->events && c->event_fn && !c->delivering) {
+		if (has_events(c) && c->event_fn && !c->delivering) {
+			/* What has arrived meanwhile first: a backlog of samples collapses into
+			 * the newest, and the reply may be among it. */
+			if (!c->reading && drained < CONN_DISPATCH_MAX_READS && pump_socket(c, 0)) {
+				drained++;
+				continue;
+			}
 			deliver_events(c);
+			drained = 0;
 			continue;
 		}
 		/* One thread reads for all (leader/follower): the others wait to be handed
@@ -532,6 +678,7 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 	c->fd = c->efd = c->epfd = -1;
 	c->next_id = 1;
 	c->events_tail = &c->events;
+	c->telemetry_tail = &c->telemetry;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -540,6 +687,13 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 	err = open_socket(path, deadline, &c->fd);
 	if (err)
 		goto fail;
+	{
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+			c->daemon_pid = cred.pid;
+	}
 	err = setup_event_fd(c);
 	if (err) {
 		error_set(err, "Could not set up the event fd: %s", strerror(-err));
@@ -576,6 +730,7 @@ ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
 		c->events = m->next;
 		inmsg_free(m);
 	}
+	conn_drop_telemetry(c);
 	while (c->abandoned) {
 		struct abandoned *a = c->abandoned;
 
@@ -661,11 +816,12 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 	char reason[sizeof(c->broken_msg)];
 	rocmmem_event_fn fn;
 	void *userdata;
-	int handled;
+	int handled, reads = 0;
 
 	pthread_mutex_lock(&c->lock);
 	/* Read whatever has arrived, unless another thread is reading for everyone already. */
-	while (!c->reading && !c->broken && pump_socket(c, 0)) {
+	while (!c->reading && !c->broken && reads++ < CONN_DISPATCH_MAX_READS &&
+	       pump_socket(c, 0)) {
 	}
 	handled = deliver_events(c);
 	if (c->broken && !c->disconnect_delivered && !c->delivering) {

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rocmmem.h"
 #include "rocmmem.pb-c.h"
@@ -68,8 +69,18 @@ struct rocmmem_client {
 	bool delivering; /* a thread is running the event callback */
 	uint64_t next_id;
 	struct inmsg *replies; /* received replies not yet claimed by their requester */
-	struct inmsg *events, **events_tail;
+	/*
+	 * Undelivered events, in three queues so that telemetry never crowds out the rest; each
+	 * is in the daemon's order and delivery merges them by sequence number.
+	 */
+	struct inmsg *events, **events_tail; /* evict requests, revocations, shutdown */
 	unsigned event_count;
+	struct inmsg *telemetry, **telemetry_tail; /* at most CONN_MAX_TELEMETRY */
+	unsigned telemetry_count;
+	uint32_t telemetry_lost; /* dropped from the queue since the last one delivered */
+	struct inmsg *sample;	 /* the newest sample: a newer one replaces it */
+	uint32_t samples_lost;	 /* replaced (with what the daemon had thinned before them) */
+	unsigned feed_epoch;	 /* bumped by unsubscribing: what was taken before is stale */
 	struct abandoned *abandoned;
 	struct rocmmem_lease *leases;
 	rocmmem_event_fn event_fn;
@@ -77,6 +88,7 @@ struct rocmmem_client {
 	char *daemon_version;
 	char *backend;
 	unsigned device_count;
+	pid_t daemon_pid;	    /* from SO_PEERCRED; 0 if unknown */
 	uint8_t rx[WIRE_MAX_FRAME]; /* used only by the thread that is reading */
 };
 
@@ -122,5 +134,35 @@ static inline Rocmmem__Wire__Reply *conn_reply(const struct inmsg *m)
 
 /* lease_forget_all unmaps and frees every lease of a client being disconnected. */
 void lease_forget_all(rocmmem_client *c);
+
+/* conn_drop_telemetry discards undelivered samples and telemetry events; lock held. */
+void conn_drop_telemetry(rocmmem_client *c);
+
+/* What a delivered sample or telemetry event points to, alive during its callback. */
+struct feed_view {
+	rocmmem_status *status;
+	struct rocmmem_sample_info info;
+	struct rocmmem_telemetry_event telemetry;
+};
+
+/*
+ * feed_to_event fills ev (and v, which it points into) from a received sample or telemetry
+ * event m, adding lost to its dropped count. m must outlive the callback. Returns 0, or
+ * -ENOMEM when a sample could not be converted (it is then not delivered).
+ */
+int feed_to_event(const rocmmem_client *c, const struct inmsg *m, uint32_t lost,
+		  struct feed_view *v, struct rocmmem_event *ev);
+
+/* feed_view_finish frees what feed_to_event allocated. */
+void feed_view_finish(struct feed_view *v);
+
+/*
+ * status_from_sample presents a sample through the rocmmem_status accessors: devices,
+ * clients, models and counters (no leases, queue or denials), with the daemon's version and
+ * backend from the hello and its pid from the socket. The status points into sample, which
+ * must outlive it. Returns 0 or -ENOMEM.
+ */
+int status_from_sample(const rocmmem_client *c, const Rocmmem__Wire__TelemetrySample *sample,
+		       rocmmem_status **out);
 
 #endif

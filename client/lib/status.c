@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* status.c: collecting a (possibly multi-part) status reply into a snapshot with accessors. */
+/* status.c: a status reply (of one or more parts) or a telemetry sample, behind accessors. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,10 @@
 /* A daemon never needs this many parts; more means a broken peer, not a big table. */
 #define STATUS_MAX_PARTS 65536
 
+/*
+ * A snapshot: the parts of a status reply, or one telemetry sample (borrowed: the delivery
+ * that made it frees the message), converted into the public structs.
+ */
 struct rocmmem_status {
 	struct inmsg **parts; /* owns the strings the arrays below point into */
 	size_t nparts;
@@ -31,14 +35,27 @@ struct rocmmem_status {
 	size_t ndenials;
 };
 
+/* The lists one wire message contributes: a status part, or a sample. */
+struct status_lists {
+	Rocmmem__Wire__DeviceInfo **devices;
+	size_t n_devices;
+	Rocmmem__Wire__ClientInfo **clients;
+	size_t n_clients;
+	Rocmmem__Wire__LeaseInfo **leases;
+	size_t n_leases;
+	Rocmmem__Wire__ModelInfo **models;
+	size_t n_models;
+	Rocmmem__Wire__WaiterInfo **queue;
+	size_t n_queue;
+	Rocmmem__Wire__Denial **denials;
+	size_t n_denials;
+	const Rocmmem__Wire__Counters *counters;
+	const Rocmmem__Wire__DaemonInfo *daemon;
+};
+
 static const char *str(const char *s)
 {
 	return s ? s : "";
-}
-
-static Rocmmem__Wire__StatusReply *part(const rocmmem_status *st, size_t i)
-{
-	return conn_reply(st->parts[i])->status;
 }
 
 static void counters_from_wire(struct rocmmem_counters *o, const Rocmmem__Wire__Counters *k)
@@ -56,13 +73,145 @@ static void counters_from_wire(struct rocmmem_counters *o, const Rocmmem__Wire__
 	o->connections = k->connections;
 }
 
-/* fill converts the wire parts into the public arrays. */
-static int fill(rocmmem_status *st)
+static void telemetry_from_wire(struct rocmmem_device_info *o,
+				const Rocmmem__Wire__DeviceTelemetry *t)
 {
-	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0;
+	o->telemetry_source = str(t->source);
+	if (t->has_vram_total_bytes && t->has_vram_used_bytes) {
+		o->valid |= ROCMMEM_DEVICE_HAS_VRAM;
+		o->vram_total_bytes = t->vram_total_bytes;
+		o->vram_used_bytes = t->vram_used_bytes;
+	}
+	if (t->has_gtt_total_bytes && t->has_gtt_used_bytes) {
+		o->valid |= ROCMMEM_DEVICE_HAS_GTT;
+		o->gtt_total_bytes = t->gtt_total_bytes;
+		o->gtt_used_bytes = t->gtt_used_bytes;
+	}
+	if (t->has_temperature_mc) {
+		o->valid |= ROCMMEM_DEVICE_HAS_TEMPERATURE;
+		o->temperature_mc = t->temperature_mc;
+	}
+	if (t->has_power_mw) {
+		o->valid |= ROCMMEM_DEVICE_HAS_POWER;
+		o->power_mw = t->power_mw;
+	}
+	if (t->has_busy_percent) {
+		o->valid |= ROCMMEM_DEVICE_HAS_BUSY;
+		o->busy_percent = t->busy_percent;
+	}
+}
 
-	for (size_t i = 0; i < st->nparts; i++) {
-		Rocmmem__Wire__StatusReply *p = part(st, i);
+static void device_from_wire(struct rocmmem_device_info *o, const Rocmmem__Wire__DeviceInfo *d)
+{
+	o->index = d->index;
+	o->name = str(d->name);
+	o->backend = str(d->backend);
+	o->total_bytes = d->total_bytes;
+	o->budget_bytes = d->budget_bytes;
+	o->headroom_bytes = d->headroom_bytes;
+	o->leased_bytes = d->leased_bytes;
+	o->reserved_bytes = d->reserved_bytes;
+	o->free_bytes = d->free_bytes;
+	o->granule_bytes = d->granule_bytes;
+	o->waiters = d->waiters;
+	o->leases = d->leases;
+	o->handle_kind = (enum rocmmem_handle_kind)d->handle_kind;
+	o->pci_bus_id = str(d->pci_bus_id);
+	o->integrated = d->integrated;
+	o->sharing = str(d->sharing);
+	o->state = d->state ? d->state : "ok";
+	o->telemetry_source = "";
+	o->largest_grantable = d->largest_grantable;
+	o->evictable_bytes = d->evictable_bytes;
+	o->largest_with_eviction = d->largest_with_eviction;
+	o->oldest_wait_ms = d->oldest_wait_ms;
+	o->models_resident = d->models_resident;
+	if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
+		o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
+		o->runtime_total_bytes = d->runtime_total_bytes;
+		o->runtime_free_bytes = d->runtime_free_bytes;
+		o->external_bytes = d->external_bytes;
+	}
+	if (d->telemetry)
+		telemetry_from_wire(o, d->telemetry);
+}
+
+static void client_from_wire(struct rocmmem_client_info *o, const Rocmmem__Wire__ClientInfo *d)
+{
+	o->pid = d->pid;
+	o->uid = d->uid;
+	o->gid = d->gid;
+	o->name = str(d->name);
+	o->leases = d->leases;
+	o->leased_bytes = d->leased_bytes;
+	o->connected_s = d->connected_s;
+	o->client_id = d->client_id;
+	o->models = d->models;
+	o->reserved_bytes = d->reserved_bytes;
+	o->waiting = d->waiting;
+}
+
+static void lease_from_wire(struct rocmmem_lease_info *o, const Rocmmem__Wire__LeaseInfo *d)
+{
+	o->id = d->id;
+	o->owner_pid = d->owner_pid;
+	o->device = d->device;
+	o->bytes = d->bytes;
+	o->tag = str(d->tag);
+	o->age_ms = d->age_ms;
+	o->model_id = d->model_id;
+}
+
+static void model_from_wire(struct rocmmem_model_info *o, const Rocmmem__Wire__ModelInfo *d)
+{
+	o->id = d->id;
+	o->name = str(d->name);
+	o->model_class = (enum rocmmem_model_class)d->class_;
+	o->owner_pid = d->owner_pid;
+	o->device = d->device;
+	o->bytes = d->bytes;
+	o->state = (enum rocmmem_model_state)d->state;
+	o->priority = d->priority;
+	o->pinned = d->pinned;
+	o->size = d->size;
+	o->reservation_bytes = d->reservation_bytes;
+	o->lease_bytes = d->lease_bytes;
+	o->idle_ms = d->idle_ms;
+	o->use_count = d->use_count;
+	o->evictions = d->evictions;
+}
+
+static void waiter_from_wire(struct rocmmem_waiter_info *o, const Rocmmem__Wire__WaiterInfo *d)
+{
+	o->owner_pid = d->owner_pid;
+	o->device = d->device;
+	o->bytes = d->bytes;
+	o->waited_ms = d->waited_ms;
+	o->timeout_ms = d->timeout_ms;
+	o->tag = str(d->tag);
+	o->model_id = d->model_id;
+}
+
+static void denial_from_wire(struct rocmmem_denial_info *o, const Rocmmem__Wire__Denial *d)
+{
+	o->timestamp_ms = d->timestamp_ms;
+	o->pid = d->pid;
+	o->client_name = str(d->client_name);
+	o->device = d->device;
+	o->bytes = d->bytes;
+	o->model_id = d->model_id;
+	o->model_name = str(d->model_name);
+	o->error = d->error;
+	o->reason = str(d->reason);
+}
+
+/* fill converts the lists of every part into the public arrays. */
+static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
+{
+	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0, np = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct status_lists *p = &lists[i];
 
 		nd += p->n_devices;
 		nc += p->n_clients;
@@ -70,44 +219,36 @@ static int fill(rocmmem_status *st)
 		nm += p->n_models;
 		nw += p->n_queue;
 		nx += p->n_denials;
+		for (size_t j = 0; j < p->n_devices; j++)
+			np += p->devices[j]->n_processes;
 		if (p->counters)
 			counters_from_wire(&st->counters, p->counters);
 		if (p->daemon) {
-			Rocmmem__Wire__DaemonInfo *d = p->daemon;
-
-			st->daemon.version = str(d->version);
-			st->daemon.pid = d->pid;
-			st->daemon.uptime_s = d->uptime_s;
-			st->daemon.backend = str(d->backend);
-			st->daemon.protocol_version = d->protocol_version;
+			st->daemon.version = str(p->daemon->version);
+			st->daemon.pid = p->daemon->pid;
+			st->daemon.uptime_s = p->daemon->uptime_s;
+			st->daemon.backend = str(p->daemon->backend);
+			st->daemon.protocol_version = p->daemon->protocol_version;
 		}
 	}
-	size_t np = 0;
-
-	for (size_t i = 0; i < st->nparts; i++)
-		for (size_t j = 0; j < part(st, i)->n_devices; j++)
-			np += part(st, i)->devices[j]->n_processes;
 	st->processes = calloc(np ? np : 1, sizeof(*st->processes));
 	st->process_first = calloc(nd ? nd : 1, sizeof(size_t));
 	st->process_count = calloc(nd ? nd : 1, sizeof(size_t));
-	if (!st->processes || !st->process_first || !st->process_count)
-		return error_set(-ENOMEM, "out of memory");
-	np = 0;
 	st->devices = calloc(nd ? nd : 1, sizeof(*st->devices));
 	st->clients = calloc(nc ? nc : 1, sizeof(*st->clients));
 	st->leases = calloc(nl ? nl : 1, sizeof(*st->leases));
 	st->models = calloc(nm ? nm : 1, sizeof(*st->models));
 	st->waiters = calloc(nw ? nw : 1, sizeof(*st->waiters));
 	st->denials = calloc(nx ? nx : 1, sizeof(*st->denials));
-	if (!st->devices || !st->clients || !st->leases || !st->models || !st->waiters ||
-	    !st->denials)
+	if (!st->processes || !st->process_first || !st->process_count || !st->devices ||
+	    !st->clients || !st->leases || !st->models || !st->waiters || !st->denials)
 		return error_set(-ENOMEM, "out of memory");
-	for (size_t i = 0; i < st->nparts; i++) {
-		Rocmmem__Wire__StatusReply *p = part(st, i);
+	np = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct status_lists *p = &lists[i];
 
 		for (size_t j = 0; j < p->n_devices; j++) {
-			Rocmmem__Wire__DeviceInfo *d = p->devices[j];
-			struct rocmmem_device_info *o = &st->devices[st->ndevices];
+			const Rocmmem__Wire__DeviceInfo *d = p->devices[j];
 
 			st->process_first[st->ndevices] = np;
 			st->process_count[st->ndevices] = d->n_processes;
@@ -117,140 +258,84 @@ static int fill(rocmmem_status *st)
 				st->processes[np].client = d->processes[k]->client;
 				np++;
 			}
-			st->ndevices++;
-
-			o->index = d->index;
-			o->name = str(d->name);
-			o->backend = str(d->backend);
-			o->total_bytes = d->total_bytes;
-			o->budget_bytes = d->budget_bytes;
-			o->headroom_bytes = d->headroom_bytes;
-			o->leased_bytes = d->leased_bytes;
-			o->reserved_bytes = d->reserved_bytes;
-			o->free_bytes = d->free_bytes;
-			o->granule_bytes = d->granule_bytes;
-			o->waiters = d->waiters;
-			o->leases = d->leases;
-			o->handle_kind = (enum rocmmem_handle_kind)d->handle_kind;
-			o->pci_bus_id = str(d->pci_bus_id);
-			o->integrated = d->integrated;
-			o->sharing = str(d->sharing);
-			o->state = d->state ? d->state : "ok";
-			o->telemetry_source = "";
-			o->largest_grantable = d->largest_grantable;
-			o->evictable_bytes = d->evictable_bytes;
-			o->largest_with_eviction = d->largest_with_eviction;
-			o->oldest_wait_ms = d->oldest_wait_ms;
-			o->models_resident = d->models_resident;
-			if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
-				o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
-				o->runtime_total_bytes = d->runtime_total_bytes;
-				o->runtime_free_bytes = d->runtime_free_bytes;
-				o->external_bytes = d->external_bytes;
-			}
-			if (d->telemetry) {
-				Rocmmem__Wire__DeviceTelemetry *t = d->telemetry;
-
-				o->telemetry_source = str(t->source);
-				if (t->has_vram_total_bytes && t->has_vram_used_bytes) {
-					o->valid |= ROCMMEM_DEVICE_HAS_VRAM;
-					o->vram_total_bytes = t->vram_total_bytes;
-					o->vram_used_bytes = t->vram_used_bytes;
-				}
-				if (t->has_gtt_total_bytes && t->has_gtt_used_bytes) {
-					o->valid |= ROCMMEM_DEVICE_HAS_GTT;
-					o->gtt_total_bytes = t->gtt_total_bytes;
-					o->gtt_used_bytes = t->gtt_used_bytes;
-				}
-				if (t->has_temperature_mc) {
-					o->valid |= ROCMMEM_DEVICE_HAS_TEMPERATURE;
-					o->temperature_mc = t->temperature_mc;
-				}
-				if (t->has_power_mw) {
-					o->valid |= ROCMMEM_DEVICE_HAS_POWER;
-					o->power_mw = t->power_mw;
-				}
-				if (t->has_busy_percent) {
-					o->valid |= ROCMMEM_DEVICE_HAS_BUSY;
-					o->busy_percent = t->busy_percent;
-				}
-			}
+			device_from_wire(&st->devices[st->ndevices++], d);
 		}
-		for (size_t j = 0; j < p->n_clients; j++) {
-			Rocmmem__Wire__ClientInfo *d = p->clients[j];
-			struct rocmmem_client_info *o = &st->clients[st->nclients++];
-
-			o->pid = d->pid;
-			o->uid = d->uid;
-			o->gid = d->gid;
-			o->name = str(d->name);
-			o->leases = d->leases;
-			o->leased_bytes = d->leased_bytes;
-			o->connected_s = d->connected_s;
-			o->client_id = d->client_id;
-			o->models = d->models;
-			o->reserved_bytes = d->reserved_bytes;
-			o->waiting = d->waiting;
-		}
-		for (size_t j = 0; j < p->n_leases; j++) {
-			Rocmmem__Wire__LeaseInfo *d = p->leases[j];
-			struct rocmmem_lease_info *o = &st->leases[st->nleases++];
-
-			o->id = d->id;
-			o->owner_pid = d->owner_pid;
-			o->device = d->device;
-			o->bytes = d->bytes;
-			o->tag = str(d->tag);
-			o->age_ms = d->age_ms;
-			o->model_id = d->model_id;
-		}
-		for (size_t j = 0; j < p->n_models; j++) {
-			Rocmmem__Wire__ModelInfo *d = p->models[j];
-			struct rocmmem_model_info *o = &st->models[st->nmodels++];
-
-			o->id = d->id;
-			o->name = str(d->name);
-			o->model_class = (enum rocmmem_model_class)d->class_;
-			o->owner_pid = d->owner_pid;
-			o->device = d->device;
-			o->bytes = d->bytes;
-			o->state = (enum rocmmem_model_state)d->state;
-			o->priority = d->priority;
-			o->pinned = d->pinned;
-			o->size = d->size;
-			o->reservation_bytes = d->reservation_bytes;
-			o->lease_bytes = d->lease_bytes;
-			o->idle_ms = d->idle_ms;
-			o->use_count = d->use_count;
-			o->evictions = d->evictions;
-		}
-		for (size_t j = 0; j < p->n_queue; j++) {
-			Rocmmem__Wire__WaiterInfo *d = p->queue[j];
-			struct rocmmem_waiter_info *o = &st->waiters[st->nwaiters++];
-
-			o->owner_pid = d->owner_pid;
-			o->device = d->device;
-			o->bytes = d->bytes;
-			o->waited_ms = d->waited_ms;
-			o->timeout_ms = d->timeout_ms;
-			o->tag = str(d->tag);
-			o->model_id = d->model_id;
-		}
-		for (size_t j = 0; j < p->n_denials; j++) {
-			Rocmmem__Wire__Denial *d = p->denials[j];
-			struct rocmmem_denial_info *o = &st->denials[st->ndenials++];
-
-			o->timestamp_ms = d->timestamp_ms;
-			o->pid = d->pid;
-			o->client_name = str(d->client_name);
-			o->device = d->device;
-			o->bytes = d->bytes;
-			o->model_id = d->model_id;
-			o->model_name = str(d->model_name);
-			o->error = d->error;
-			o->reason = str(d->reason);
-		}
+		for (size_t j = 0; j < p->n_clients; j++)
+			client_from_wire(&st->clients[st->nclients++], p->clients[j]);
+		for (size_t j = 0; j < p->n_leases; j++)
+			lease_from_wire(&st->leases[st->nleases++], p->leases[j]);
+		for (size_t j = 0; j < p->n_models; j++)
+			model_from_wire(&st->models[st->nmodels++], p->models[j]);
+		for (size_t j = 0; j < p->n_queue; j++)
+			waiter_from_wire(&st->waiters[st->nwaiters++], p->queue[j]);
+		for (size_t j = 0; j < p->n_denials; j++)
+			denial_from_wire(&st->denials[st->ndenials++], p->denials[j]);
 	}
+	return 0;
+}
+
+/* fill_parts converts the parts of a status reply. */
+static int fill_parts(rocmmem_status *st)
+{
+	struct status_lists *lists = calloc(st->nparts ? st->nparts : 1, sizeof(*lists));
+	int err;
+
+	if (!lists)
+		return error_set(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < st->nparts; i++) {
+		const Rocmmem__Wire__StatusReply *p = conn_reply(st->parts[i])->status;
+
+		lists[i] = (struct status_lists){
+		    .devices = p->devices,
+		    .n_devices = p->n_devices,
+		    .clients = p->clients,
+		    .n_clients = p->n_clients,
+		    .leases = p->leases,
+		    .n_leases = p->n_leases,
+		    .models = p->models,
+		    .n_models = p->n_models,
+		    .queue = p->queue,
+		    .n_queue = p->n_queue,
+		    .denials = p->denials,
+		    .n_denials = p->n_denials,
+		    .counters = p->counters,
+		    .daemon = p->daemon,
+		};
+	}
+	err = fill(st, lists, st->nparts);
+	free(lists);
+	return err;
+}
+
+int status_from_sample(const rocmmem_client *c, const Rocmmem__Wire__TelemetrySample *sample,
+		       rocmmem_status **out)
+{
+	const struct status_lists lists = {
+	    .devices = sample->devices,
+	    .n_devices = sample->n_devices,
+	    .clients = sample->clients,
+	    .n_clients = sample->n_clients,
+	    .models = sample->models,
+	    .n_models = sample->n_models,
+	    .counters = sample->counters,
+	};
+	rocmmem_status *st = calloc(1, sizeof(*st));
+	int err;
+
+	*out = NULL;
+	if (!st)
+		return error_set(-ENOMEM, "out of memory");
+	st->daemon.version = str(c->daemon_version);
+	st->daemon.pid = (int32_t)c->daemon_pid;
+	st->daemon.uptime_s = sample->uptime_ms / 1000;
+	st->daemon.backend = str(c->backend);
+	st->daemon.protocol_version = ROCMMEM_PROTOCOL_VERSION_1;
+	err = fill(st, &lists, 1);
+	if (err) {
+		rocmmem_status_free(st);
+		return err;
+	}
+	*out = st;
 	return 0;
 }
 
@@ -327,7 +412,7 @@ ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *c, rocmmem_status **out)
 		more = r->has_more && r->more;
 	}
 	if (!err)
-		err = fill(st);
+		err = fill_parts(st);
 	if (err) {
 		rocmmem_status_free(st);
 		return err;

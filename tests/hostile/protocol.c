@@ -181,8 +181,8 @@ static void test_unknown_request_type(void **state)
 	    {"field 102 fixed32", 8, {0x08, 0x05, 0xb5, 0x06, 1, 2, 3, 4}},
 	    /* id 5, the largest field number (2^29 - 1), varint 0 */
 	    {"field 2^29-1", 8, {0x08, 0x05, 0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}},
-	    /* id 5, field 16 (the next oneof member a newer proto could add), empty message */
-	    {"field 16 message", 5, {0x08, 0x05, 0x82, 0x01, 0x00}},
+	    /* id 5, field 63 (a oneof member a newer proto could add), empty message */
+	    {"field 63 message", 5, {0x08, 0x05, 0xfa, 0x03, 0x00}},
 	    /* the unknown field first, the id after it */
 	    {"unknown before id", 5, {0x98, 0x06, 0x01, 0x08, 0x05}},
 	};

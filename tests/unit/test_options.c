@@ -484,6 +484,54 @@ static void test_exclusive(void **state)
 	expect_usage_error(&r, "invalid --exclusive");
 }
 
+static void test_metrics_file(void **state)
+{
+	struct run r;
+
+	(void)state;
+	assert_int_equal(parse(&r, NULL), 0);
+	assert_null(r.opts.metrics_textfile);
+	assert_true(r.opts.metrics_interval_ms == 15000);
+	assert_int_equal(parse(&r, "--metrics-textfile", "/var/lib/node/rocmmemd.prom", NULL), 0);
+	assert_string_equal(r.opts.metrics_textfile, "/var/lib/node/rocmmemd.prom");
+	assert_true(r.opts.metrics_interval_ms == 15000);
+	assert_int_equal(parse(&r, "--metrics-textfile", "x.prom", "--metrics-interval", "1", NULL),
+			 0);
+	assert_string_equal(r.opts.metrics_textfile, "x.prom");
+	assert_true(r.opts.metrics_interval_ms == 1000);
+	/* The interval may come first; fractions are allowed. */
+	assert_int_equal(
+	    parse(&r, "--metrics-interval", "2.5", "--metrics-textfile", "d/x.prom", NULL), 0);
+	assert_true(r.opts.metrics_interval_ms == 2500);
+	assert_int_equal(
+	    parse(&r, "--metrics-textfile", "x.prom", "--metrics-interval", "3600", NULL), 0);
+	assert_true(r.opts.metrics_interval_ms == 3600000);
+
+	static const char *const bad_paths[] = {
+	    "", ".prom", "dir/.prom", "x.prom/", "x.txt", "x.prom.tmp", "x.PROM", "x.pro", "prom",
+	};
+	for (size_t i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
+		parse(&r, "--metrics-textfile", bad_paths[i], NULL);
+		expect_usage_error(&r, "invalid --metrics-textfile");
+		assert_contains(r.err, "node_exporter");
+	}
+	static const char *const bad_intervals[] = {
+	    "0", "0.999", "-1", "3600.001", "3601", "soon", "", "1e99", "5s5", "inf",
+	};
+	for (size_t i = 0; i < sizeof(bad_intervals) / sizeof(bad_intervals[0]); i++) {
+		parse(&r, "--metrics-textfile", "x.prom", "--metrics-interval", bad_intervals[i],
+		      NULL);
+		expect_usage_error(&r, "invalid --metrics-interval");
+	}
+	parse(&r, "--metrics-interval", "5", NULL);
+	expect_usage_error(&r, "--metrics-interval needs --metrics-textfile");
+	parse(&r, "--metrics-textfile", NULL);
+	expect_usage_error(&r, "needs a value");
+	assert_int_equal(parse(&r, "--help", NULL), 1);
+	assert_contains(r.out, "--metrics-textfile PATH");
+	assert_contains(r.out, "--metrics-interval SECONDS");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -495,6 +543,7 @@ int main(void)
 	    cmocka_unit_test(test_stray_argument),  cmocka_unit_test(test_help_version),
 	    cmocka_unit_test(test_parse_twice),	    cmocka_unit_test(test_parse_after_group),
 	    cmocka_unit_test(test_evict_deadline),  cmocka_unit_test(test_exclusive),
+	    cmocka_unit_test(test_metrics_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

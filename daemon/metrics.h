@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* metrics.h: the daemon's state as Prometheus metrics: on request, and as a textfile. */
+#ifndef ROCMMEMD_METRICS_H
+#define ROCMMEMD_METRICS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "wire.h"
+
+struct server;
+struct client;
+struct metrics_write;
+
+/* The longest text rendered: one reply packet, with room for the envelope around it. */
+#define METRICS_TEXT_MAX (WIRE_MAX_FRAME - 512u)
+
+/*
+ * A device's name label is cut to this many bytes (escaped, at a character boundary), so that
+ * 16 devices stay well inside METRICS_TEXT_MAX whatever their names.
+ */
+#define METRICS_NAME_LABEL_MAX 40u
+
+/* --metrics-interval: its default and range, in milliseconds. */
+#define METRICS_INTERVAL_DEFAULT_MS 15000u
+#define METRICS_INTERVAL_MIN_MS 1000u
+#define METRICS_INTERVAL_MAX_MS 3600000u
+
+/*
+ * metrics_format writes the daemon's state in the Prometheus text exposition format 0.0.4
+ * into buf (cap bytes, NUL-terminated). Returns the length without the NUL, or -EMSGSIZE when
+ * it does not fit (nothing partial is ever used).
+ */
+ssize_t metrics_format(const struct server *s, char *buf, size_t cap);
+
+/* metrics_reply answers a MetricsRequest with the text, or with an error. */
+void metrics_reply(struct client *c, uint64_t request_id);
+
+/*
+ * The metrics rewritten into a file every interval for node_exporter's textfile collector:
+ * written to a temporary file in the same directory, then renamed over the file, so that a
+ * reader sees the old text or the new one, never part of one.
+ */
+struct metrics_file {
+	struct server *server;
+	uv_loop_t *loop;
+	uv_timer_t timer;
+	uint64_t interval_ms;
+	char path[PATH_MAX];
+	char tmp_template[PATH_MAX]; /* "DIR/.NAME.XXXXXX" */
+	bool running;
+	bool remove_pending;	     /* stopped while a write was in flight: remove after it */
+	struct metrics_write *write; /* in flight, or NULL: one at a time */
+	int last_err;		     /* of the last write: 0, or the negative errno logged */
+	const char *last_step;	     /* what failed last time (logged once per distinct error) */
+	uint64_t writes, skipped;    /* writes done; ticks skipped while one was in flight */
+};
+
+/*
+ * metrics_file_open checks that path can be written: a name ending in ".prom" in an existing
+ * directory where the daemon may create files, and not a directory itself. Nothing is left
+ * behind. Returns 0, or a negative errno with the reason in why.
+ */
+int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interval_ms, char *why,
+		      size_t why_len);
+
+/*
+ * metrics_file_start writes the file at once and then every interval, the file I/O on a
+ * libuv worker thread. Returns 0 or a negative errno.
+ */
+int metrics_file_start(struct metrics_file *mf, struct server *s, uv_loop_t *loop);
+
+/*
+ * metrics_file_stop stops the rewrites and removes the file (once a write in flight is done),
+ * so that node_exporter does not go on serving values of a daemon that has stopped. Later
+ * calls do nothing.
+ */
+void metrics_file_stop(struct metrics_file *mf);
+
+#endif

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/* test_metrics.c: unit tests of daemon/metrics: the exposition text from a made-up state. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "metrics.h"
+#include "server.h"
+
+static const struct backend_ops fake_ops = {.name = "hip"};
+static struct backend fake_backend = {.ops = &fake_ops};
+
+struct fixture {
+	uv_loop_t loop;
+	struct server *s;
+	char text[METRICS_TEXT_MAX];
+};
+
+/* make_server sets up a server with n devices named name, as arbiter_init would. */
+static struct fixture *make_server(unsigned n, const char *name)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct backend_device info = {.total_bytes = 64ull << 30,
+				      .granule = 2u << 20,
+				      .handle_kind = 2,
+				      .default_headroom = 1u << 30};
+
+	assert_non_null(f);
+	f->s = calloc(1, sizeof(*f->s));
+	assert_non_null(f->s);
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	f->s->loop = &f->loop;
+	f->s->start_ms = uv_now(&f->loop);
+	TAILQ_INIT(&f->s->clients);
+	f->s->arbiter.backend = &fake_backend;
+	f->s->arbiter.ndevices = n;
+	snprintf(info.name, sizeof(info.name), "%s", name);
+	snprintf(info.pci_bus_id, sizeof(info.pci_bus_id), "0000:03:00.0");
+	for (unsigned i = 0; i < n; i++)
+		device_init(&f->s->arbiter.devices[i], i, &info, 32ull << 30);
+	return f;
+}
+
+static void free_server(struct fixture *f)
+{
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+	free(f->s);
+	free(f);
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("the metrics do not contain '%s':\n%s", needle, haystack);
+}
+
+/* check_lines: every line is a comment or "name{labels} value", and the text ends a line. */
+static void check_lines(const char *text, size_t len)
+{
+	const char *line = text;
+
+	assert_true(len > 0 && text[len - 1] == '\n');
+	assert_int_equal(strlen(text), len);
+	while (*line) {
+		const char *end = strchr(line, '\n');
+
+		assert_non_null(end);
+		assert_true(end > line);
+		if (line[0] != '#') {
+			assert_true(strncmp(line, "rocmmemd_", 9) == 0);
+			assert_non_null(memchr(line, ' ', (size_t)(end - line)));
+		}
+		line = end + 1;
+	}
+}
+
+static void test_basic(void **state)
+{
+	struct fixture *f = make_server(1, "Radeon RX 7900 XTX");
+	struct device *d = &f->s->arbiter.devices[0];
+	ssize_t len;
+
+	(void)state;
+	d->leased = 6u << 20;
+	d->leases = 3;
+	f->s->arbiter.counters.grants = 7;
+	f->s->client_count = 2;
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	check_lines(f->text, (size_t)len);
+	assert_contains(f->text, "# HELP rocmmemd_build_info ");
+	assert_contains(f->text, "# TYPE rocmmemd_build_info gauge\n"
+				 "rocmmemd_build_info{version=\"" ROCMMEM_VERSION_STRING
+				 "\",backend=\"hip\"} 1\n");
+	assert_contains(f->text, "rocmmemd_device_leased_bytes{device=\"0\",name=\"Radeon RX "
+				 "7900 XTX\"} 6291456\n");
+	assert_contains(f->text, "rocmmemd_device_free_bytes{device=\"0\",name=\"Radeon RX 7900 "
+				 "XTX\"} 34353446912\n");
+	assert_contains(f->text, "rocmmemd_device_leases{device=\"0\",name=\"Radeon RX 7900 "
+				 "XTX\"} 3\n");
+	assert_contains(f->text, "# TYPE rocmmemd_grants_total counter\nrocmmemd_grants_total 7\n");
+	assert_contains(f->text, "rocmmemd_clients 2\n");
+	assert_contains(f->text, "rocmmemd_device_info{device=\"0\",name=\"Radeon RX 7900 XTX\","
+				 "pci_bus_id=\"0000:03:00.0\",sharing=\"vmm-fd\","
+				 "integrated=\"false\"} 1\n");
+	/* Not sampled yet: those families are left out, not written as 0. */
+	assert_null(strstr(f->text, "runtime_free"));
+	assert_null(strstr(f->text, "temperature"));
+	free_server(f);
+}
+
+static void test_telemetry_and_models(void **state)
+{
+	struct fixture *f = make_server(1, "gpu");
+	struct device *d = &f->s->arbiter.devices[0];
+	struct model m[4];
+	ssize_t len;
+
+	(void)state;
+	d->has_meminfo = true;
+	d->runtime_total = 64ull << 30;
+	d->runtime_free = 60ull << 30;
+	d->has_telemetry = true;
+	d->telemetry.valid = TELEMETRY_HAS_TEMPERATURE | TELEMETRY_HAS_POWER | TELEMETRY_HAS_BUSY;
+	d->telemetry.temperature_mc = -5250;
+	d->telemetry.power_mw = 123456;
+	d->telemetry.busy_percent = 7;
+	memset(m, 0, sizeof(m));
+	m[0].reservation = 2u << 20; /* idle */
+	m[1].reservation = 2u << 20; /* in use */
+	m[1].use_count = 1;
+	m[2].waiters = 1;     /* evicted, waiting to be resident */
+	m[3].evicting = true; /* evicting */
+	m[3].lease_bytes = 4u << 20;
+	for (unsigned i = 0; i < 4; i++)
+		TAILQ_INSERT_TAIL(&d->models, &m[i], device_link);
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	check_lines(f->text, (size_t)len);
+	assert_contains(f->text, "rocmmemd_device_temperature_celsius{device=\"0\",name=\"gpu\"} "
+				 "-5.250\n");
+	assert_contains(f->text,
+			"rocmmemd_device_power_watts{device=\"0\",name=\"gpu\"} 123.456\n");
+	assert_contains(f->text, "rocmmemd_device_busy_ratio{device=\"0\",name=\"gpu\"} 0.07\n");
+	assert_contains(f->text, "rocmmemd_device_runtime_free_bytes{device=\"0\",name=\"gpu\"} "
+				 "64424509440\n");
+	assert_contains(f->text, "rocmmemd_device_external_bytes{device=\"0\",name=\"gpu\"} "
+				 "4294967296\n");
+	assert_contains(f->text,
+			"rocmmemd_device_models{device=\"0\",name=\"gpu\",state=\"idle\"} 1\n"
+			"rocmmemd_device_models{device=\"0\",name=\"gpu\",state=\"in_use\"} 1\n"
+			"rocmmemd_device_models{device=\"0\",name=\"gpu\",state=\"evicting\"} 1\n"
+			"rocmmemd_device_models{device=\"0\",name=\"gpu\",state=\"evicted\"} 0\n"
+			"rocmmemd_device_models{device=\"0\",name=\"gpu\",state=\"waiting\"} 1\n");
+	assert_contains(f->text, "rocmmemd_device_evictable_bytes{device=\"0\",name=\"gpu\"} "
+				 "2097152\n");
+	free_server(f);
+}
+
+static void test_escaping(void **state)
+{
+	/* Escapes, bytes that are not UTF-8 (an invalid lead, an overlong lead, a surrogate) and
+	 * a 2-byte character: 37 bytes as a label. */
+	struct fixture *f =
+	    make_server(2, "a\"b\\c\nd\xff\xc0\xed\xa0\x80 0123456789012345\xc3\xa9xyz");
+	ssize_t len;
+
+	(void)state;
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	check_lines(f->text, (size_t)len);
+	assert_contains(f->text, "rocmmemd_device_total_bytes{device=\"1\",name=\"a\\\"b\\\\c\\nd"
+				 "????? 0123456789012345\xc3\xa9xyz\"} ");
+	free_server(f);
+
+	f = make_server(1, "0123456789012345678901234567890123456789\xc3\xa9");
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	assert_contains(f->text, "name=\"0123456789012345678901234567890123456789\"}");
+	free_server(f);
+
+	f = make_server(1, "012345678901234567890123456789012345678\"");
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	/* The escape would end past 40 bytes: cut before it, never in its middle. */
+	assert_contains(f->text, "name=\"012345678901234567890123456789012345678\"}");
+	free_server(f);
+}
+
+/* Sixteen devices with the longest names, every value at its widest: still one packet. */
+static void test_worst_case_fits(void **state)
+{
+	char name[64];
+	struct fixture *f;
+	ssize_t len;
+
+	(void)state;
+	memset(name, '"', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	f = make_server(BACKEND_MAX_DEVICES, name);
+	memset(&f->s->arbiter.counters, 0xff, sizeof(f->s->arbiter.counters));
+	f->s->client_count = UINT32_MAX;
+	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
+		struct device *d = &f->s->arbiter.devices[i];
+
+		memset(d->pci_bus_id, '\\', sizeof(d->pci_bus_id) - 1);
+		d->total = d->budget = d->headroom = d->leased = d->reserved = UINT64_MAX;
+		d->leases = UINT64_MAX;
+		d->has_meminfo = true;
+		d->runtime_total = UINT64_MAX;
+		d->runtime_free = UINT64_MAX - 1;
+		d->has_telemetry = true;
+		d->telemetry.valid = UINT32_MAX;
+		d->telemetry.temperature_mc = INT32_MIN;
+		d->telemetry.power_mw = UINT32_MAX;
+		d->telemetry.busy_percent = UINT32_MAX;
+		d->lost = true;
+	}
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	check_lines(f->text, (size_t)len);
+	/* Well inside the frame, and comfortably so. */
+	if ((size_t)len > WIRE_MAX_FRAME * 3 / 4)
+		fail_msg("%zd bytes of metrics for 16 devices", len);
+	assert_contains(f->text, "rocmmemd_device_busy_ratio{device=\"15\",name=\"\\\"\\\"\\\"");
+	assert_contains(f->text, "} 1.00\n"); /* busy capped at 100 % */
+	assert_contains(f->text, "} -2147483.648\n");
+	assert_contains(f->text, "rocmmemd_grants_total 18446744073709551615\n");
+
+	/* Too small a buffer: an error and an empty string, never a partial text. */
+	assert_int_equal(metrics_format(f->s, f->text, (size_t)len), -EMSGSIZE);
+	assert_string_equal(f->text, "");
+	assert_int_equal(metrics_format(f->s, f->text, 1), -EMSGSIZE);
+	assert_int_equal(metrics_format(f->s, f->text, 0), -EMSGSIZE);
+	assert_true(metrics_format(f->s, f->text, (size_t)len + 1) == len);
+	free_server(f);
+}
+
+static void test_no_devices(void **state)
+{
+	struct fixture *f = make_server(0, "");
+	ssize_t len;
+
+	(void)state;
+	len = metrics_format(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	check_lines(f->text, (size_t)len);
+	assert_null(strstr(f->text, "rocmmemd_device_"));
+	free_server(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_basic),      cmocka_unit_test(test_telemetry_and_models),
+	    cmocka_unit_test(test_escaping),   cmocka_unit_test(test_worst_case_fits),
+	    cmocka_unit_test(test_no_devices),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
