@@ -19,8 +19,19 @@
 #include "size.h"
 #include "text.h"
 
+/* log_rules says which classes stay apart on device i, if any. */
+static void log_rules(const struct device *d)
+{
+	char pairs[256];
+
+	if (!class_exclusion_any(&d->exclusive))
+		return;
+	class_exclusion_format(&d->exclusive, pairs, sizeof(pairs));
+	log_info("device %u: never resident together: %s", d->index, pairs);
+}
+
 int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
-		 const struct budget_config *cfg, const struct residency_config *res)
+		 const struct budget_config *cfgs, const struct residency_config *res)
 {
 	unsigned n = backend->ops->device_count(backend);
 
@@ -49,7 +60,7 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			log_error("Could not query device %u: %s", i, strerror(-err));
 			return err;
 		}
-		err = device_budget(cfg, &info, &budget, why, sizeof(why));
+		err = device_budget(&cfgs[i], &info, &budget, why, sizeof(why));
 		if (err) {
 			log_error("Device %u (%s): %s", i, info.name, why);
 			return err;
@@ -61,20 +72,70 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			 size_format(info.total_bytes, t, sizeof(t)),
 			 size_format(budget, b, sizeof(b)),
 			 size_format(a->devices[i].headroom, h, sizeof(h)));
-		if (class_exclusion_any(&a->devices[i].exclusive)) {
-			char pairs[256];
-
-			class_exclusion_format(&a->devices[i].exclusive, pairs, sizeof(pairs));
-			log_info("device %u: never resident together: %s", i, pairs);
-		}
+		log_rules(&a->devices[i]);
 	}
 	for (unsigned i = n; i < BACKEND_MAX_DEVICES; i++) {
-		if (class_exclusion_any(&res->exclusive[i])) {
-			log_error("--exclusive names device %u, but there are %u device(s)", i, n);
+		if (class_exclusion_any(&res->exclusive[i]) || cfgs[i].named) {
+			log_error("The configuration names device %u, but there are %u device(s)",
+				  i, n);
 			return -EINVAL;
 		}
 	}
 	a->ndevices = n;
+	return 0;
+}
+
+int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
+			const struct residency_config *res, char *why, size_t why_len)
+{
+	uint64_t budgets[BACKEND_MAX_DEVICES];
+	char t[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], h[SIZE_FORMAT_MAX];
+
+	/* Everything is checked before anything changes: a bad setting changes nothing. */
+	for (unsigned i = a->ndevices; i < BACKEND_MAX_DEVICES; i++) {
+		if (class_exclusion_any(&res->exclusive[i]) || cfgs[i].named) {
+			snprintf(why, why_len, "it names device %u, but there are %u device(s)", i,
+				 a->ndevices);
+			return -EINVAL;
+		}
+	}
+	for (unsigned i = 0; i < a->ndevices; i++) {
+		char reason[256];
+
+		if (device_budget(&cfgs[i], &a->devices[i].info, &budgets[i], reason,
+				  sizeof(reason)) < 0) {
+			snprintf(why, why_len, "device %u (%s): %s", i, a->devices[i].name, reason);
+			return -EINVAL;
+		}
+	}
+	a->evict_deadline_ms = res->evict_deadline_ms;
+	for (unsigned i = 0; i < a->ndevices; i++) {
+		struct device *d = &a->devices[i];
+		struct class_exclusion rules = res->exclusive_all;
+
+		class_exclusion_merge(&rules, &res->exclusive[i]);
+		if (memcmp(&rules, &d->exclusive, sizeof(rules)) != 0) {
+			d->exclusive = rules;
+			if (class_exclusion_any(&rules))
+				log_rules(d);
+			else
+				log_info("device %u: no classes kept apart any more", i);
+		}
+		if (budgets[i] != d->budget) {
+			uint64_t held = d->leased + d->reserved;
+
+			log_info("device %u: budget %s (was %s), headroom %s%s", i,
+				 size_format(budgets[i], b, sizeof(b)),
+				 size_format(d->budget, t, sizeof(t)),
+				 size_format(d->total - budgets[i], h, sizeof(h)),
+				 held > budgets[i] ? "; more than that is held: nothing is granted "
+						     "until enough is released"
+						   : "");
+			device_set_budget(d, budgets[i]);
+		}
+	}
+	/* A larger budget or fewer rules may let waiting requests through now. */
+	arbiter_pump(a);
 	return 0;
 }
 

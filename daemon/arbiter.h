@@ -55,11 +55,21 @@ struct arbiter {
 };
 
 /*
- * arbiter_init takes over backend and sets up each device's budget from cfg. Returns 0 or
- * -EINVAL (bad budget, reason logged) / -ENODEV (no devices).
+ * arbiter_init takes over backend and sets up each device's budget from its config in cfgs
+ * (BACKEND_MAX_DEVICES of them). Returns 0 or -EINVAL (bad budget, or settings for a device
+ * that does not exist; reason logged) / -ENODEV (no devices).
  */
 int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
-		 const struct budget_config *cfg, const struct residency_config *res);
+		 const struct budget_config *cfgs, const struct residency_config *res);
+
+/*
+ * arbiter_reconfigure applies new budgets (one config per device, BACKEND_MAX_DEVICES of them)
+ * and residency settings at run time. Every budget is computed and checked first: on -EINVAL
+ * (why says which device and what) nothing changed. No lease is touched: a budget lowered
+ * below what is held only stops new grants until enough is released.
+ */
+int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
+			const struct residency_config *res, char *why, size_t why_len);
 
 /* arbiter_finish destroys the backend; every client must be gone. */
 void arbiter_finish(struct arbiter *a);

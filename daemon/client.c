@@ -469,6 +469,12 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 	struct server *s = c->server;
 	uint64_t id = msg->id;
 
+	/* Draining: only what gives memory back is served. */
+	if (s->stopping && !server_stop_allows(msg->body_case)) {
+		client_reply_error(c, id, -ESHUTDOWN,
+				   "the daemon is stopping: it only takes releases now");
+		return;
+	}
 	switch (msg->body_case) {
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO:
 		protocol_error(c, id, -EPROTO, "hello sent twice");

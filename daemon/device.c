@@ -48,6 +48,7 @@ void device_init(struct device *dev, unsigned index, const struct backend_device
 		 uint64_t budget)
 {
 	memset(dev, 0, sizeof(*dev));
+	dev->info = *info;
 	dev->index = index;
 	snprintf(dev->name, sizeof(dev->name), "%s", info->name);
 	snprintf(dev->pci_bus_id, sizeof(dev->pci_bus_id), "%s", info->pci_bus_id);
@@ -59,6 +60,12 @@ void device_init(struct device *dev, unsigned index, const struct backend_device
 	dev->headroom = info->total_bytes - budget;
 	queue_init(&dev->queue);
 	TAILQ_INIT(&dev->models);
+}
+
+void device_set_budget(struct device *dev, uint64_t budget)
+{
+	dev->budget = budget;
+	dev->headroom = dev->total - budget;
 }
 
 uint64_t device_free(const struct device *dev)

@@ -16,9 +16,11 @@ struct budget_config {
 	bool has_budget;
 	uint64_t headroom; /* used when has_headroom and not has_budget */
 	bool has_headroom;
+	bool named; /* given for this very device: an error if it does not exist */
 };
 
 struct device {
+	struct backend_device info; /* as the backend described it at start */
 	unsigned index;
 	char name[64];
 	char pci_bus_id[32];
@@ -63,6 +65,9 @@ int device_budget(const struct budget_config *cfg, const struct backend_device *
 /* device_init sets up dev from the backend's info and an already computed budget. */
 void device_init(struct device *dev, unsigned index, const struct backend_device *info,
 		 uint64_t budget);
+
+/* device_set_budget changes the budget (and headroom); what is held stays held. */
+void device_set_budget(struct device *dev, uint64_t budget);
 
 /* device_free returns the bytes that could be granted now: budget minus leased and reserved. */
 uint64_t device_free(const struct device *dev);

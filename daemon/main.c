@@ -9,18 +9,20 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "config.h"
 #include "log.h"
 #include "metrics.h"
 #include "options.h"
 #include "server.h"
+#include "service.h"
+#include "settings.h"
 #include "sockpath.h"
 #include "version.h"
 
-/* How often each device's runtime memory figures are read. */
-
 struct signals {
-	uv_signal_t sigint, sigterm;
+	uv_signal_t sigint, sigterm, sighup;
 	struct server *server;
+	struct settings *settings;
 	struct metrics_file *metrics; /* NULL without --metrics-textfile */
 };
 
@@ -42,16 +44,68 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* on_stopped runs once the last client is gone: the remaining handles close, the loop ends. */
+static void on_stopped(struct server *s, void *data)
+{
+	struct signals *sig = data;
+
+	(void)s;
+	service_stop();
+	uv_close((uv_handle_t *)&sig->sigint, NULL);
+	uv_close((uv_handle_t *)&sig->sigterm, NULL);
+	uv_close((uv_handle_t *)&sig->sighup, NULL);
+}
+
+/* on_signal starts the graceful stop (the drain); a second SIGINT or SIGTERM cuts it short. */
 static void on_signal(uv_signal_t *handle, int signum)
 {
 	struct signals *sig = handle->data;
+	const char *why = signum == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
 
-	server_stop(sig->server,
-		    signum == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+	if (sig->server->stopping) {
+		server_stop_now(sig->server, why);
+		return;
+	}
+	service_stopping();
 	if (sig->metrics)
 		metrics_file_stop(sig->metrics);
-	uv_close((uv_handle_t *)&sig->sigint, NULL);
-	uv_close((uv_handle_t *)&sig->sigterm, NULL);
+	server_stop(sig->server, why);
+}
+
+/* on_reload re-reads the configuration file (SIGHUP). */
+static void on_reload(uv_signal_t *handle, int signum)
+{
+	struct signals *sig = handle->data;
+
+	(void)signum;
+	if (sig->server->stopping)
+		return; /* stopping already: nothing left to configure */
+	log_info("SIGHUP: reloading the configuration");
+	service_reloading();
+	service_reloaded(settings_reload(sig->settings, sig->server) == 0);
+}
+
+/* load_settings combines flags and file; prints why not and returns the exit status if bad. */
+static int load_settings(struct settings *st, struct command_line *cl)
+{
+	char why[1024];
+
+	if (settings_load(st, cl, why, sizeof(why)) < 0) {
+		fprintf(stderr, "rocmmemd: %s\n", why);
+		settings_free(st);
+		return ROCMMEMD_EXIT_USAGE;
+	}
+	return ROCMMEMD_EXIT_OK;
+}
+
+/* check_config prints the configuration as it applies (--check-config). */
+static int check_config(const struct settings *st)
+{
+	char path[sizeof(((struct server *)0)->path)];
+	int rc = sockpath_resolve(st->current.socket_path, SOCKPATH_DAEMON, path, sizeof(path));
+
+	config_print(&st->current, rc == 0 ? path : NULL, st->found ? st->path : NULL, stdout);
+	return fflush(stdout) == 0 ? ROCMMEMD_EXIT_OK : ROCMMEMD_EXIT_FAILURE;
 }
 
 static void log_leftover(uv_handle_t *handle, void *arg)
@@ -60,34 +114,30 @@ static void log_leftover(uv_handle_t *handle, void *arg)
 	log_error("handle of type %s still open at exit", uv_handle_type_name(handle->type));
 }
 
-int main(int argc, char **argv)
+/* run starts the daemon with the settings and serves until it is stopped; the exit status. */
+static int run(struct settings *settings)
 {
 	char path[sizeof(((struct server *)0)->path)];
 	struct metrics_file metrics;
 	char why[PATH_MAX + 128];
-	struct budget_config budget = {0};
-	struct residency_config residency = {0};
+	struct budget_config budgets[BACKEND_MAX_DEVICES];
+	struct residency_config residency;
 	struct backend *backend = NULL;
+	const struct options *opts = &settings->current;
 	struct signals sig;
-	struct options opts;
 	struct server *s;
 	uv_loop_t loop;
 	int rc;
 
-	rc = options_parse(argc, argv, &opts, stdout, stderr);
-	if (rc == 1)
-		return ROCMMEMD_EXIT_OK;
-	if (rc < 0)
-		return ROCMMEMD_EXIT_USAGE;
-	log_init(opts.log_level);
+	log_init(opts->log_level);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
-	if (backend_set_sharing(opts.sharing) < 0) {
-		log_error("Unknown sharing method '%s'", opts.sharing);
+	if (backend_set_sharing(opts->sharing) < 0) {
+		log_error("Unknown sharing method '%s'", opts->sharing);
 		return ROCMMEMD_EXIT_USAGE;
 	}
-	rc = sockpath_resolve(opts.socket_path, SOCKPATH_DAEMON, path, sizeof(path));
+	rc = sockpath_resolve(opts->socket_path, SOCKPATH_DAEMON, path, sizeof(path));
 	if (rc == -ENOENT) {
 		log_error(
 		    "Could not choose a socket path: not running as root and $XDG_RUNTIME_DIR "
@@ -100,17 +150,17 @@ int main(int argc, char **argv)
 		return ROCMMEMD_EXIT_USAGE;
 	}
 
-	if (opts.metrics_textfile) {
-		rc = metrics_file_open(&metrics, opts.metrics_textfile, opts.metrics_interval_ms,
+	if (opts->metrics_textfile) {
+		rc = metrics_file_open(&metrics, opts->metrics_textfile, opts->metrics_interval_ms,
 				       why, sizeof(why));
 		if (rc < 0) {
-			log_error("Could not write the metrics to %s: %s", opts.metrics_textfile,
+			log_error("Could not write the metrics to %s: %s", opts->metrics_textfile,
 				  why);
 			return ROCMMEMD_EXIT_FAILURE;
 		}
 	}
 
-	if (backend_open(opts.backend, &backend) < 0)
+	if (backend_open(opts->backend, &backend) < 0)
 		return ROCMMEMD_EXIT_FAILURE;
 	s = calloc(1, sizeof(*s));
 	if (!s || uv_loop_init(&loop) != 0) {
@@ -119,17 +169,15 @@ int main(int argc, char **argv)
 		free(s);
 		return ROCMMEMD_EXIT_FAILURE;
 	}
-	server_default_limits(&s->limits);
-	budget.has_budget = opts.has_budget;
-	budget.budget = opts.budget;
-	budget.has_headroom = opts.has_headroom;
-	budget.headroom = opts.headroom;
-	if (opts.has_budget && opts.has_headroom)
-		log_warn("--budget given: --headroom is ignored");
-	residency.evict_deadline_ms = opts.evict_deadline_ms;
-	residency.exclusive_all = opts.exclusive_all;
-	memcpy(residency.exclusive, opts.exclusive, sizeof(residency.exclusive));
-	rc = arbiter_init(&s->arbiter, s, &loop, backend, &budget, &residency);
+	settings_limits(opts, &s->limits);
+	settings_budgets(opts, budgets);
+	settings_residency(opts, &residency);
+	if ((opts->devices.has_budget && opts->devices.has_headroom))
+		log_warn("a budget and a headroom for every device given together: the headroom "
+			 "is ignored");
+	if (settings->found)
+		log_info("configuration read from %s", settings->path);
+	rc = arbiter_init(&s->arbiter, s, &loop, backend, budgets, &residency);
 	if (rc < 0) {
 		s->arbiter.backend = backend;
 		arbiter_finish(&s->arbiter);
@@ -157,24 +205,32 @@ int main(int argc, char **argv)
 		log_warn("Could not start sampling device memory: %s", uv_strerror(rc));
 
 	sig.server = s;
+	s->on_stopped = on_stopped;
+	s->stopped_data = &sig;
+	sig.settings = settings;
 	sig.metrics = NULL;
-	if (opts.metrics_textfile) {
+	if (opts->metrics_textfile) {
 		rc = metrics_file_start(&metrics, s, &loop);
 		if (rc < 0)
 			log_error("Could not start writing the metrics to %s: %s",
-				  opts.metrics_textfile, uv_strerror(rc));
+				  opts->metrics_textfile, uv_strerror(rc));
 		else
 			sig.metrics = &metrics;
 	}
 	uv_signal_init(&loop, &sig.sigint);
 	uv_signal_init(&loop, &sig.sigterm);
-	sig.sigint.data = sig.sigterm.data = &sig;
+	uv_signal_init(&loop, &sig.sighup);
+	sig.sigint.data = sig.sigterm.data = sig.sighup.data = &sig;
 	uv_signal_start(&sig.sigint, on_signal, SIGINT);
 	uv_signal_start(&sig.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&sig.sighup, on_reload, SIGHUP);
 
 	log_info("rocmmemd %s listening on %s (protocol %u); query it with: rocmmemctl --socket %s "
 		 "status",
-		 ROCMMEM_VERSION_STRING, path, ROCMMEM_PROTOCOL_VERSION, path);
+		 ROCMMEM_VERSION_STRING, s->path, ROCMMEM_PROTOCOL_VERSION, s->path);
+	/* Ready for systemd only now: the backends are up and the socket accepts. */
+	if (service_init(&loop, s) < 0)
+		log_warn("Could not keep the service manager informed; serving anyway");
 	uv_run(&loop, UV_RUN_DEFAULT);
 
 	/* Every client and handle is closed by now; anything left is a bug worth seeing. */
@@ -189,5 +245,24 @@ int main(int argc, char **argv)
 	}
 	free(s);
 	log_info("stopped");
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct command_line cl;
+	struct settings settings;
+	int rc;
+
+	rc = options_parse(argc, argv, &cl, stdout, stderr);
+	if (rc == 1)
+		return ROCMMEMD_EXIT_OK;
+	if (rc < 0)
+		return ROCMMEMD_EXIT_USAGE;
+	rc = load_settings(&settings, &cl);
+	if (rc != ROCMMEMD_EXIT_OK)
+		return rc;
+	rc = cl.check_config ? check_config(&settings) : run(&settings);
+	settings_free(&settings);
 	return rc;
 }

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* options.c: parsing and validation of rocmmemd's command line. */
+/* options.c: rocmmemd's settings: names, value checks, the command line, and merging sources. */
 #include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "args.h"
 #include "backend.h"
@@ -15,6 +19,513 @@
 #include "sockpath.h"
 #include "version.h"
 
+/* Long options without a short form start here. */
+#define LONG_ONLY 256
+
+static const struct option_name names[OPTION_COUNT] = {
+    [OPTION_SOCKET] = {OPTION_SOCKET, "--socket", "daemon", "socket", false},
+    [OPTION_BACKEND] = {OPTION_BACKEND, "--backend", "daemon", "backend", false},
+    [OPTION_SHARING] = {OPTION_SHARING, "--sharing", "daemon", "sharing", false},
+    [OPTION_LOG_LEVEL] = {OPTION_LOG_LEVEL, "--log-level", "daemon", "log_level", true},
+    [OPTION_SHUTDOWN_TIMEOUT] = {OPTION_SHUTDOWN_TIMEOUT, "--shutdown-timeout", "daemon",
+				 "shutdown_timeout", true},
+    [OPTION_EVICT_DEADLINE] = {OPTION_EVICT_DEADLINE, "--evict-deadline", "policy",
+			       "evict_deadline", true},
+    [OPTION_EXCLUSIVE] = {OPTION_EXCLUSIVE, "--exclusive", "policy", "exclusive", true},
+    [OPTION_MAX_CLIENTS] = {OPTION_MAX_CLIENTS, "--max-clients", "limits", "clients", true},
+    [OPTION_MAX_PENDING] = {OPTION_MAX_PENDING, "--max-pending", "limits", "pending", true},
+    [OPTION_MAX_LEASES] = {OPTION_MAX_LEASES, "--max-leases", "limits", "leases", true},
+    [OPTION_MAX_QUEUED] = {OPTION_MAX_QUEUED, "--max-queued", "limits", "queued", true},
+    [OPTION_METRICS_TEXTFILE] = {OPTION_METRICS_TEXTFILE, "--metrics-textfile", "metrics",
+				 "textfile", false},
+    [OPTION_METRICS_INTERVAL] = {OPTION_METRICS_INTERVAL, "--metrics-interval", "metrics",
+				 "interval", false},
+    [OPTION_BUDGET] = {OPTION_BUDGET, "--budget", "devices", "budget", true},
+    [OPTION_HEADROOM] = {OPTION_HEADROOM, "--headroom", "devices", "headroom", true},
+};
+
+const struct option_name *options_name(enum option_id id)
+{
+	return (unsigned)id < OPTION_COUNT ? &names[id] : NULL;
+}
+
+const struct option_name *options_named(const char *section, const char *key)
+{
+	/* [device N] takes what applies to one device. */
+	if (strcmp(section, "device") == 0) {
+		if (strcmp(key, "budget") == 0)
+			return &names[OPTION_BUDGET];
+		if (strcmp(key, "headroom") == 0)
+			return &names[OPTION_HEADROOM];
+		if (strcmp(key, "exclusive") == 0)
+			return &names[OPTION_EXCLUSIVE];
+		return NULL;
+	}
+	for (unsigned i = 0; i < OPTION_COUNT; i++)
+		if (strcmp(names[i].section, section) == 0 && strcmp(names[i].key, key) == 0)
+			return &names[i];
+	return NULL;
+}
+
+const char *options_source_name(enum option_source from)
+{
+	switch (from) {
+	case FROM_FILE:
+		return "file";
+	case FROM_FLAG:
+		return "command line";
+	default:
+		return "default";
+	}
+}
+
+void options_defaults(struct options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->log_level = LOG_LEVEL_INFO;
+	o->shutdown_timeout_ms = OPTIONS_SHUTDOWN_TIMEOUT_MS;
+	o->evict_deadline_ms = OPTIONS_EVICT_DEADLINE_MS;
+	o->metrics_interval_ms = METRICS_INTERVAL_DEFAULT_MS;
+	o->max_clients = 4096;
+	o->max_pending = 64;
+	o->max_leases = 65536;
+	o->max_queued = (uint64_t)1 << 20;
+}
+
+void options_free(struct options *o)
+{
+	free(o->socket_path);
+	free(o->backend);
+	free(o->sharing);
+	free(o->metrics_textfile);
+	o->socket_path = o->backend = o->sharing = o->metrics_textfile = NULL;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* Values */
+
+static int bad(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int bad(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* replace_string stores a copy of value in *slot. */
+static int replace_string(char **slot, const char *value, char *why, size_t len)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return bad(why, len, "out of memory");
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+static int parse_seconds(const char *value, uint64_t min_ms, uint64_t max_ms, uint64_t *out,
+			 char *why, size_t len)
+{
+	int64_t ms;
+
+	if (duration_parse(value, &ms) < 0 || ms < 0 || (uint64_t)ms < min_ms ||
+	    (uint64_t)ms > max_ms) {
+		if (min_ms == 0)
+			return bad(why, len, "seconds, from 0 to %" PRIu64, max_ms / 1000);
+		if (min_ms < 1000)
+			return bad(why, len, "seconds, more than 0, at most %" PRIu64,
+				   max_ms / 1000);
+		return bad(why, len, "seconds, from %" PRIu64 " to %" PRIu64, min_ms / 1000,
+			   max_ms / 1000);
+	}
+	*out = (uint64_t)ms;
+	return 0;
+}
+
+static int parse_count(const char *value, unsigned min, unsigned max, unsigned *out, char *why,
+		       size_t len)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(value, &end, 10);
+	if (errno || end == value || *end || value[0] == '-' || value[0] == '+' || v < min ||
+	    v > max)
+		return bad(why, len, "a whole number from %u to %u", min, max);
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_size_value(const char *value, uint64_t *out, char *why, size_t len)
+{
+	int rc = size_parse(value, out);
+
+	if (rc == -ERANGE)
+		return bad(why, len, "too large");
+	if (rc)
+		return bad(why, len,
+			   "expected bytes with an optional K, M, G or T suffix, e.g. 512M");
+	return 0;
+}
+
+/*
+ * device_prefix splits "N:rest": the device number goes to *device, *rest after the colon.
+ * Without a colon *device stays as it was. Returns 0 or -EINVAL.
+ */
+static int device_prefix(const char *value, int *device, const char **rest, char *why, size_t len)
+{
+	const char *colon = strchr(value, ':');
+	unsigned long dev;
+	char *end;
+
+	*rest = value;
+	if (!colon)
+		return 0;
+	errno = 0;
+	dev = strtoul(value, &end, 10);
+	if (errno || end == value || end != colon || value[0] == '-' || value[0] == '+' ||
+	    dev >= BACKEND_MAX_DEVICES)
+		return bad(why, len, "a device prefix is a device number below %u and a colon",
+			   BACKEND_MAX_DEVICES);
+	if (*device >= 0)
+		return bad(why, len, "no device prefix here: the section names the device");
+	*device = (int)dev;
+	*rest = colon + 1;
+	return 0;
+}
+
+/* parse_classes reads "class,class...": at least two different known classes. */
+static int parse_classes(const char *text, unsigned *mask, char *why, size_t len)
+{
+	char buf[256], *save = NULL, *tok;
+	unsigned count = 0;
+
+	*mask = 0;
+	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
+		return bad(why, len, "too long");
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned cls;
+
+		/* Spaces around a class are fine in a file: "transformer, vae". */
+		while (*tok == ' ')
+			tok++;
+		for (size_t n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)
+			tok[n - 1] = '\0';
+		if (model_class_parse(tok, &cls) < 0)
+			return bad(why, len,
+				   "unknown class '%s' (other, transformer, vae, text_encoder, "
+				   "image_encoder)",
+				   tok);
+		if (!(*mask & (1u << cls)))
+			count++;
+		*mask |= 1u << cls;
+	}
+	if (count < 2)
+		return bad(why, len,
+			   "expected [DEVICE:]CLASS,CLASS..., at least two classes, e.g. "
+			   "transformer,vae");
+	return 0;
+}
+
+/*
+ * check_textfile accepts a metrics path: node_exporter's textfile collector reads only files
+ * whose names end in .prom, so any other name would be written for nobody.
+ */
+static int check_textfile(const char *path, char *why, size_t len)
+{
+	const char *base = strrchr(path, '/');
+	size_t n;
+
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	if (n <= 5 || strcmp(base + n - 5, ".prom") != 0)
+		return bad(why, len,
+			   "a file name ending in .prom: node_exporter's textfile collector "
+			   "reads only those");
+	return 0;
+}
+
+static struct size_policy *policy(struct options *o, int device)
+{
+	return device < 0 ? &o->devices : &o->device[device];
+}
+
+int options_set(struct options *o, enum option_id id, int device, const char *value, char *why,
+		size_t len)
+{
+	const char *rest = value;
+	uint64_t size;
+	unsigned mask;
+	int rc = 0;
+
+	if (!value)
+		return bad(why, len, "needs a value");
+	switch (id) {
+	case OPTION_SOCKET:
+		if (!value[0])
+			return bad(why, len, "needs a non-empty path");
+		if (strlen(value) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+			return bad(why, len, "too long for a socket path (at most %zu bytes)",
+				   sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		rc = replace_string(&o->socket_path, value, why, len);
+		break;
+	case OPTION_BACKEND:
+		if (!backend_known(value))
+			return bad(why, len, "unknown backend (choose from %s)", backend_names());
+		rc = replace_string(&o->backend, value, why, len);
+		break;
+	case OPTION_SHARING:
+		if (strcmp(value, "auto") && strcmp(value, "vmm") && strcmp(value, "dmabuf") &&
+		    strcmp(value, "ipc"))
+			return bad(why, len, "unknown sharing method (auto, vmm, dmabuf or ipc)");
+		rc = replace_string(&o->sharing, value, why, len);
+		break;
+	case OPTION_LOG_LEVEL:
+		if (log_level_parse(value, &o->log_level))
+			return bad(why, len, "a log level: error, warn, info or debug");
+		break;
+	case OPTION_SHUTDOWN_TIMEOUT:
+		rc = parse_seconds(value, 0, 600000, &o->shutdown_timeout_ms, why, len);
+		break;
+	case OPTION_EVICT_DEADLINE:
+		rc = parse_seconds(value, 1, 3600000, &o->evict_deadline_ms, why, len);
+		break;
+	case OPTION_EXCLUSIVE:
+		rc = device_prefix(value, &device, &rest, why, len);
+		if (rc == 0)
+			rc = parse_classes(rest, &mask, why, len);
+		if (rc == 0)
+			class_exclusion_add(device < 0 ? &o->exclusive_all : &o->exclusive[device],
+					    mask);
+		break;
+	case OPTION_MAX_CLIENTS:
+		rc = parse_count(value, 1, 1u << 20, &o->max_clients, why, len);
+		break;
+	case OPTION_MAX_PENDING:
+		rc = parse_count(value, 1, 1u << 16, &o->max_pending, why, len);
+		break;
+	case OPTION_MAX_LEASES:
+		rc = parse_count(value, 1, 1u << 24, &o->max_leases, why, len);
+		break;
+	case OPTION_MAX_QUEUED:
+		rc = parse_size_value(value, &size, why, len);
+		if (rc == 0 && (size < ((uint64_t)64 << 10) || size > ((uint64_t)1 << 30)))
+			rc = bad(why, len, "from 64K to 1G");
+		if (rc == 0)
+			o->max_queued = size;
+		break;
+	case OPTION_METRICS_TEXTFILE:
+		rc = check_textfile(value, why, len);
+		if (rc == 0)
+			rc = replace_string(&o->metrics_textfile, value, why, len);
+		break;
+	case OPTION_METRICS_INTERVAL:
+		rc = parse_seconds(value, METRICS_INTERVAL_MIN_MS, METRICS_INTERVAL_MAX_MS,
+				   &o->metrics_interval_ms, why, len);
+		break;
+	case OPTION_BUDGET:
+	case OPTION_HEADROOM:
+		rc = device_prefix(value, &device, &rest, why, len);
+		if (rc == 0)
+			rc = parse_size_value(rest, &size, why, len);
+		if (rc == 0 && id == OPTION_BUDGET && size == 0)
+			rc = bad(why, len, "must be larger than 0");
+		if (rc == 0) {
+			struct size_policy *p = policy(o, device);
+
+			if (id == OPTION_BUDGET) {
+				p->has_budget = true;
+				p->budget = size;
+			} else {
+				p->has_headroom = true;
+				p->headroom = size;
+			}
+		}
+		break;
+	default:
+		return bad(why, len, "unknown setting");
+	}
+	if (rc == 0)
+		o->set |= 1u << id;
+	return rc;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* Merging */
+
+static bool given(const struct options *o, enum option_id id)
+{
+	return o && (o->set & (1u << id));
+}
+
+static const struct options *source_of(const struct options *flags, const struct options *file,
+				       enum option_id id, enum option_source *from)
+{
+	if (given(flags, id)) {
+		*from = FROM_FLAG;
+		return flags;
+	}
+	if (given(file, id)) {
+		*from = FROM_FILE;
+		return file;
+	}
+	*from = FROM_DEFAULT;
+	return NULL;
+}
+
+static int copy_string(char **dst, const char *src)
+{
+	free(*dst);
+	*dst = NULL;
+	if (src && !(*dst = strdup(src)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* decide picks a device's size policy: the first source in precedence order that has one. */
+static struct size_policy decide(const struct size_policy *order[4], const bool specific[4],
+				 const enum option_source from[4])
+{
+	struct size_policy none = {0};
+
+	for (unsigned i = 0; i < 4; i++) {
+		const struct size_policy *p = order[i];
+
+		if (p && (p->has_budget || p->has_headroom)) {
+			struct size_policy out = *p;
+
+			out.from = from[i];
+			out.device_specific = specific[i];
+			return out;
+		}
+	}
+	return none;
+}
+
+int options_merge(struct options *eff, const struct options *flags, const struct options *file)
+{
+	enum option_source from;
+	const struct options *src;
+	int rc = 0;
+
+	options_defaults(eff);
+	for (unsigned id = 0; id < OPTION_COUNT; id++) {
+		src = source_of(flags, file, (enum option_id)id, &from);
+		eff->from[id] = from;
+		if (!src)
+			continue;
+		eff->set |= 1u << id;
+		switch ((enum option_id)id) {
+		case OPTION_SOCKET:
+			rc |= copy_string(&eff->socket_path, src->socket_path);
+			break;
+		case OPTION_BACKEND:
+			rc |= copy_string(&eff->backend, src->backend);
+			break;
+		case OPTION_SHARING:
+			rc |= copy_string(&eff->sharing, src->sharing);
+			break;
+		case OPTION_METRICS_TEXTFILE:
+			rc |= copy_string(&eff->metrics_textfile, src->metrics_textfile);
+			break;
+		case OPTION_LOG_LEVEL:
+			eff->log_level = src->log_level;
+			break;
+		case OPTION_SHUTDOWN_TIMEOUT:
+			eff->shutdown_timeout_ms = src->shutdown_timeout_ms;
+			break;
+		case OPTION_EVICT_DEADLINE:
+			eff->evict_deadline_ms = src->evict_deadline_ms;
+			break;
+		case OPTION_EXCLUSIVE:
+			eff->exclusive_all = src->exclusive_all;
+			memcpy(eff->exclusive, src->exclusive, sizeof(eff->exclusive));
+			break;
+		case OPTION_MAX_CLIENTS:
+			eff->max_clients = src->max_clients;
+			break;
+		case OPTION_MAX_PENDING:
+			eff->max_pending = src->max_pending;
+			break;
+		case OPTION_MAX_LEASES:
+			eff->max_leases = src->max_leases;
+			break;
+		case OPTION_MAX_QUEUED:
+			eff->max_queued = src->max_queued;
+			break;
+		case OPTION_METRICS_INTERVAL:
+			eff->metrics_interval_ms = src->metrics_interval_ms;
+			break;
+		case OPTION_BUDGET:
+		case OPTION_HEADROOM:
+		case OPTION_COUNT:
+			break; /* per device, below */
+		}
+	}
+	/* The defaults of the strings that have one. */
+	if (!eff->backend)
+		rc |= copy_string(&eff->backend, "auto");
+	if (!eff->sharing)
+		rc |= copy_string(&eff->sharing, "auto");
+	/* Budget and headroom: one decision per device, in precedence order. */
+	{
+		const bool specific[4] = {true, false, true, false};
+		const enum option_source order_from[4] = {FROM_FLAG, FROM_FLAG, FROM_FILE,
+							  FROM_FILE};
+		const struct size_policy *all_order[4] = {flags ? &flags->devices : NULL,
+							  file ? &file->devices : NULL, NULL, NULL};
+		const bool all_specific[4] = {false, false, false, false};
+		const enum option_source all_from[4] = {FROM_FLAG, FROM_FILE, FROM_DEFAULT,
+							FROM_DEFAULT};
+
+		eff->devices = decide(all_order, all_specific, all_from);
+		for (unsigned d = 0; d < BACKEND_MAX_DEVICES; d++) {
+			const struct size_policy *order[4] = {
+			    flags ? &flags->device[d] : NULL, flags ? &flags->devices : NULL,
+			    file ? &file->device[d] : NULL, file ? &file->devices : NULL};
+
+			eff->device[d] = decide(order, specific, order_from);
+		}
+	}
+	if (rc) {
+		options_free(eff);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int options_validate(const struct options *eff, char *why, size_t why_len)
+{
+	if ((eff->set & (1u << OPTION_METRICS_INTERVAL)) && !eff->metrics_textfile)
+		return bad(why, why_len,
+			   "a metrics interval was given without a metrics textfile to write");
+	return 0;
+}
+
+void options_budget(const struct options *eff, unsigned device, struct budget_config *out)
+{
+	const struct size_policy *p = device < BACKEND_MAX_DEVICES ? &eff->device[device] : NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (!p)
+		return;
+	/* Budget wins over headroom within one source (said at start). */
+	out->has_budget = p->has_budget;
+	out->budget = p->budget;
+	out->has_headroom = p->has_headroom && !p->has_budget;
+	out->headroom = p->headroom;
+	out->named = p->device_specific && (p->has_budget || p->has_headroom);
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* The command line */
+
 static void usage(FILE *f)
 {
 	fprintf(
@@ -22,20 +533,32 @@ static void usage(FILE *f)
 	    "Usage: rocmmemd [OPTION]...\n"
 	    "Lease GPU (or host) memory to processes over a Unix socket, under one budget.\n"
 	    "\n"
+	    "  -c, --config FILE      configuration file (default: /etc/rocmmemd/rocmmemd.conf\n"
+	    "                         as root, else $XDG_CONFIG_HOME/rocmmemd/rocmmemd.conf);\n"
+	    "                         flags win over the file, the file over the defaults\n"
+	    "      --check-config     check the configuration, print it as it applies, exit\n"
 	    "  -s, --socket PATH      socket to listen on (default: $%s, else %s as\n"
 	    "                         root, else $XDG_RUNTIME_DIR/%s)\n"
 	    "  -b, --backend NAME     memory backend: %s (default auto: the first\n"
 	    "                         that works of hip, cuda and host)\n"
 	    "      --sharing METHOD   how GPU memory reaches clients: auto (the best the\n"
 	    "                         device offers), vmm, dmabuf or ipc\n"
-	    "      --budget SIZE      bytes the daemon may lease per device\n"
-	    "      --headroom SIZE    bytes kept free per device (budget = total - headroom)\n"
+	    "      --budget [DEVICE:]SIZE    bytes the daemon may lease on every device (or\n"
+	    "                         DEVICE); may be repeated\n"
+	    "      --headroom [DEVICE:]SIZE  bytes kept free (budget = total - headroom)\n"
 	    "      --evict-deadline SECONDS  how long a model's owner has to unload it when\n"
 	    "                         asked before its memory is revoked (default 20)\n"
 	    "      --exclusive [DEVICE:]CLASS,CLASS...  classes never resident together on a\n"
 	    "                         device (all devices without DEVICE:), e.g. transformer,vae;\n"
 	    "                         classes: other, transformer, vae, text_encoder,\n"
 	    "                         image_encoder. May be repeated.\n"
+	    "      --max-clients N    connections at once (default 4096)\n"
+	    "      --max-pending N    waiting requests per connection (default 64)\n"
+	    "      --max-leases N     leases per connection (default 65536)\n"
+	    "      --max-queued SIZE  unsent replies per connection before it is dropped\n"
+	    "                         (default 1M)\n"
+	    "      --shutdown-timeout SECONDS  at stop, how long clients get to leave after\n"
+	    "                         being told (default 5)\n"
 	    "      --metrics-textfile PATH  rewrite PATH (ending in .prom) with Prometheus\n"
 	    "                         metrics every interval, for node_exporter's textfile\n"
 	    "                         collector; removed when the daemon stops\n"
@@ -46,244 +569,106 @@ static void usage(FILE *f)
 	    "\n"
 	    "SIZE is a number of bytes with an optional binary suffix: K, M, G, T (or KiB, MiB,\n"
 	    "GiB, TiB), e.g. 512M or 1.5G. Leases are granted in 2 MiB granules.\n"
-	    "Runs in the foreground and logs to stderr. SIGINT or SIGTERM stop it cleanly.\n"
-	    "Exit status: 0 clean stop, 1 failure to start or run, 2 bad usage.\n",
+	    "Runs in the foreground and logs to stderr (to the journal under systemd).\n"
+	    "SIGINT or SIGTERM stop it cleanly; SIGHUP reloads the configuration file.\n"
+	    "Exit status: 0 clean stop, 1 failure to start or run, 2 bad usage or configuration.\n",
 	    SOCKPATH_ENV, SOCKPATH_SYSTEM, SOCKPATH_USER_NAME, backend_names());
 }
 
-static int bad_size(FILE *err, const char *opt, const char *text, int rc)
-{
-	fprintf(err, "rocmmemd: invalid size for %s: '%s' (%s)\n", opt, text,
-		rc == -ERANGE ? "too large"
-			      : "expected bytes with an optional K, M, G or T suffix, e.g. 512M");
-	return -EINVAL;
-}
-
-/* parse_exclusive reads "[DEVICE:]class,class...": at least two known classes. */
-static int parse_exclusive(const char *text, struct options *opts, FILE *err)
-{
-	char buf[256], *list = buf, *save = NULL, *tok, *end;
-	unsigned mask = 0, count = 0;
-	struct class_exclusion *target = &opts->exclusive_all;
-	const char *colon = strchr(text, ':');
-
-	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
-		goto bad;
-	if (colon) {
-		unsigned long dev;
-
-		errno = 0;
-		dev = strtoul(buf, &end, 10);
-		if (errno || end == buf || *end != ':' || buf[0] == '-' ||
-		    dev >= BACKEND_MAX_DEVICES)
-			goto bad;
-		target = &opts->exclusive[dev];
-		list = end + 1;
-	}
-	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned cls;
-
-		if (model_class_parse(tok, &cls) < 0) {
-			fprintf(
-			    err,
-			    "rocmmemd: --exclusive: unknown class '%s' (other, transformer, vae, "
-			    "text_encoder, image_encoder)\n",
-			    tok);
-			return -EINVAL;
-		}
-		if (!(mask & (1u << cls)))
-			count++;
-		mask |= 1u << cls;
-	}
-	if (count < 2)
-		goto bad;
-	class_exclusion_add(target, mask);
-	return 0;
-bad:
-	fprintf(
-	    err,
-	    "rocmmemd: invalid --exclusive '%s' (expected [DEVICE:]CLASS,CLASS..., at least two "
-	    "classes, e.g. transformer,vae)\n",
-	    text);
-	return -EINVAL;
-}
-
-/*
- * check_textfile accepts a --metrics-textfile path: node_exporter's textfile collector reads
- * only files whose names end in .prom, so any other name would be written for nobody.
- */
-static int check_textfile(const char *path, FILE *err)
-{
-	const char *base = strrchr(path, '/');
-	size_t len;
-
-	base = base ? base + 1 : path;
-	len = strlen(base);
-	if (len <= 5 || strcmp(base + len - 5, ".prom") != 0) {
-		fprintf(err,
-			"rocmmemd: invalid --metrics-textfile '%s' (a file name ending in .prom: "
-			"node_exporter's textfile collector reads only those)\n",
-			path);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int options_parse(int argc, char **argv, struct options *opts, FILE *out, FILE *err)
+int options_parse(int argc, char **argv, struct command_line *cl, FILE *out, FILE *err)
 {
 	enum {
-		OPT_BUDGET = 256,
-		OPT_HEADROOM,
-		OPT_SHARING,
-		OPT_EVICT_DEADLINE,
-		OPT_EXCLUSIVE,
-		OPT_METRICS_TEXTFILE,
-		OPT_METRICS_INTERVAL,
+		OPT_CHECK_CONFIG = LONG_ONLY,
+		OPT_SETTING, /* + enum option_id */
 	};
 	static const struct option longopts[] = {
+	    {"config", required_argument, NULL, 'c'},
+	    {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
 	    {"socket", required_argument, NULL, 's'},
 	    {"backend", required_argument, NULL, 'b'},
-	    {"budget", required_argument, NULL, OPT_BUDGET},
-	    {"headroom", required_argument, NULL, OPT_HEADROOM},
-	    {"sharing", required_argument, NULL, OPT_SHARING},
-	    {"evict-deadline", required_argument, NULL, OPT_EVICT_DEADLINE},
-	    {"exclusive", required_argument, NULL, OPT_EXCLUSIVE},
-	    {"metrics-textfile", required_argument, NULL, OPT_METRICS_TEXTFILE},
-	    {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"sharing", required_argument, NULL, OPT_SETTING + OPTION_SHARING},
+	    {"budget", required_argument, NULL, OPT_SETTING + OPTION_BUDGET},
+	    {"headroom", required_argument, NULL, OPT_SETTING + OPTION_HEADROOM},
+	    {"evict-deadline", required_argument, NULL, OPT_SETTING + OPTION_EVICT_DEADLINE},
+	    {"exclusive", required_argument, NULL, OPT_SETTING + OPTION_EXCLUSIVE},
+	    {"max-clients", required_argument, NULL, OPT_SETTING + OPTION_MAX_CLIENTS},
+	    {"max-pending", required_argument, NULL, OPT_SETTING + OPTION_MAX_PENDING},
+	    {"max-leases", required_argument, NULL, OPT_SETTING + OPTION_MAX_LEASES},
+	    {"max-queued", required_argument, NULL, OPT_SETTING + OPTION_MAX_QUEUED},
+	    {"shutdown-timeout", required_argument, NULL, OPT_SETTING + OPTION_SHUTDOWN_TIMEOUT},
+	    {"metrics-textfile", required_argument, NULL, OPT_SETTING + OPTION_METRICS_TEXTFILE},
+	    {"metrics-interval", required_argument, NULL, OPT_SETTING + OPTION_METRICS_INTERVAL},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
-	bool has_metrics_interval = false;
-	char name[64];
-	int c, rc;
+	char name[64], why[256];
+	int c;
 
-	memset(opts, 0, sizeof(*opts));
-	opts->backend = "auto";
-	opts->sharing = "auto";
-	opts->evict_deadline_ms = OPTIONS_EVICT_DEADLINE_MS;
-	opts->metrics_interval_ms = METRICS_INTERVAL_DEFAULT_MS;
-	opts->log_level = LOG_LEVEL_INFO;
+	memset(cl, 0, sizeof(*cl));
+	options_defaults(&cl->flags);
 	optind = 0; /* 0, not 1: glibc then also resets its position inside grouped options */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:b:l:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:s:b:l:hV", longopts, NULL)) != -1) {
+		enum option_id id;
+
 		switch (c) {
-		case 's':
-			if (optarg[0] == '\0') {
-				fprintf(err, "rocmmemd: --socket needs a non-empty path\n");
-				return -EINVAL;
+		case 'c':
+			if (!optarg[0]) {
+				fprintf(err, "rocmmemd: --config needs a non-empty path\n");
+				goto usage_error;
 			}
-			opts->socket_path = optarg;
-			break;
-		case 'b':
-			if (!backend_known(optarg)) {
-				fprintf(err, "rocmmemd: unknown backend '%s' (choose from %s)\n",
-					optarg, backend_names());
-				return -EINVAL;
-			}
-			opts->backend = optarg;
-			break;
-		case OPT_BUDGET:
-			rc = size_parse(optarg, &opts->budget);
-			if (rc)
-				return bad_size(err, "--budget", optarg, rc);
-			if (opts->budget == 0) {
-				fprintf(err, "rocmmemd: --budget must be larger than 0\n");
-				return -EINVAL;
-			}
-			opts->has_budget = true;
-			break;
-		case OPT_EVICT_DEADLINE: {
-			int64_t ms;
-
-			if (duration_parse(optarg, &ms) < 0 || ms <= 0 || ms > 3600000) {
-				fprintf(err,
-					"rocmmemd: invalid --evict-deadline '%s' (seconds, more "
-					"than 0, "
-					"at most 3600)\n",
-					optarg);
-				return -EINVAL;
-			}
-			opts->evict_deadline_ms = (uint64_t)ms;
-			break;
-		}
-		case OPT_EXCLUSIVE:
-			if (parse_exclusive(optarg, opts, err) < 0)
-				return -EINVAL;
-			break;
-		case OPT_METRICS_TEXTFILE:
-			if (check_textfile(optarg, err) < 0)
-				return -EINVAL;
-			opts->metrics_textfile = optarg;
-			break;
-		case OPT_METRICS_INTERVAL: {
-			int64_t ms;
-
-			if (duration_parse(optarg, &ms) < 0 || ms < METRICS_INTERVAL_MIN_MS ||
-			    ms > METRICS_INTERVAL_MAX_MS) {
-				fprintf(err,
-					"rocmmemd: invalid --metrics-interval '%s' (seconds, 1 to "
-					"3600)\n",
-					optarg);
-				return -EINVAL;
-			}
-			opts->metrics_interval_ms = (uint64_t)ms;
-			has_metrics_interval = true;
-			break;
-		}
-		case OPT_SHARING:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "vmm") &&
-			    strcmp(optarg, "dmabuf") && strcmp(optarg, "ipc")) {
-				fprintf(
-				    err,
-				    "rocmmemd: unknown sharing method '%s' (auto, vmm, dmabuf or "
-				    "ipc)\n",
-				    optarg);
-				return -EINVAL;
-			}
-			opts->sharing = optarg;
-			break;
-		case OPT_HEADROOM:
-			rc = size_parse(optarg, &opts->headroom);
-			if (rc)
-				return bad_size(err, "--headroom", optarg, rc);
-			opts->has_headroom = true;
-			break;
-		case 'l':
-			if (log_level_parse(optarg, &opts->log_level)) {
-				fprintf(err,
-					"rocmmemd: invalid log level '%s' (error, warn, info or "
-					"debug)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
+			cl->config_path = optarg;
+			continue;
+		case OPT_CHECK_CONFIG:
+			cl->check_config = true;
+			continue;
 		case 'h':
 			usage(out);
+			options_free(&cl->flags);
 			return 1;
 		case 'V':
 			fprintf(out, "rocmmemd %s (protocol %u)\n", ROCMMEM_VERSION_STRING,
 				ROCMMEM_PROTOCOL_VERSION);
+			options_free(&cl->flags);
 			return 1;
 		case ':':
 			fprintf(err, "rocmmemd: option '%s' needs a value\n",
 				args_bad_option(argv, name, sizeof(name)));
-			return -EINVAL;
+			goto usage_error;
+		case 's':
+			id = OPTION_SOCKET;
+			break;
+		case 'b':
+			id = OPTION_BACKEND;
+			break;
+		case 'l':
+			id = OPTION_LOG_LEVEL;
+			break;
 		default:
-			fprintf(err, "rocmmemd: unknown option '%s'\nTry 'rocmmemd --help'.\n",
-				args_bad_option(argv, name, sizeof(name)));
-			return -EINVAL;
+			if (c < OPT_SETTING || c >= OPT_SETTING + OPTION_COUNT) {
+				fprintf(err,
+					"rocmmemd: unknown option '%s'\nTry 'rocmmemd --help'.\n",
+					args_bad_option(argv, name, sizeof(name)));
+				goto usage_error;
+			}
+			id = (enum option_id)(c - OPT_SETTING);
+			break;
+		}
+		if (options_set(&cl->flags, id, -1, optarg, why, sizeof(why)) < 0) {
+			fprintf(err, "rocmmemd: invalid %s '%s': %s\n", names[id].flag, optarg,
+				why);
+			goto usage_error;
 		}
 	}
 	if (optind < argc) {
 		fprintf(err, "rocmmemd: unexpected argument '%s'\nTry 'rocmmemd --help'.\n",
 			argv[optind]);
-		return -EINVAL;
-	}
-	if (has_metrics_interval && !opts->metrics_textfile) {
-		fprintf(err, "rocmmemd: --metrics-interval needs --metrics-textfile\n");
-		return -EINVAL;
+		goto usage_error;
 	}
 	return 0;
+usage_error:
+	options_free(&cl->flags);
+	return -EINVAL;
 }

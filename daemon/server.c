@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* server.c: the listening socket (claiming its path safely), accepting clients, and stopping. */
+/*
+ * server.c: the listening socket (claiming its path safely, or taking the one systemd passed),
+ * accepting clients, and stopping gracefully (the drain).
+ */
 #include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -14,17 +18,12 @@
 
 #include "client.h"
 #include "log.h"
+#include "report.h"
+#include "service.h"
+#include "size.h"
 
 /* How long to stop accepting after running out of file descriptors. */
 #define ACCEPT_PAUSE_MS 100
-
-void server_default_limits(struct limits *limits)
-{
-	limits->max_clients = 4096;
-	limits->max_pending = 64;
-	limits->max_leases = 65536;
-	limits->max_queued_out = 1u << 20;
-}
 
 uint64_t server_uptime_ms(const struct server *s)
 {
@@ -198,12 +197,24 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 	}
 }
 
+/* start_accepting watches the listening socket. */
+static void start_accepting(struct server *s)
+{
+	uv_poll_init(s->loop, &s->listen_poll, s->listen_fd);
+	s->listen_poll.data = s;
+	uv_timer_init(s->loop, &s->accept_pause);
+	s->accept_pause.data = s;
+	uv_poll_start(&s->listen_poll, UV_READABLE, on_accept);
+	s->listening = true;
+	s->start_ms = uv_now(s->loop);
+}
+
 int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	bool system = geteuid() == 0;
 	mode_t old_umask;
-	int err, rc;
+	int err, rc, fd;
 
 	s->loop = loop;
 	s->listen_fd = -1;
@@ -212,6 +223,22 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 	s->next_client_id = 1;
 	if (strlen(path) >= sizeof(s->path))
 		return -ENAMETOOLONG;
+	/* Socket-activated: systemd made the socket and keeps its path; serve what it passed. */
+	rc = service_listen_fd(&fd, s->path, sizeof(s->path));
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		s->listen_fd = fd;
+		s->activated = true;
+		if (strcmp(s->path, path) != 0)
+			log_warn(
+			    "systemd passed a socket bound to %s, not %s: serving %s (give the "
+			    "socket unit and rocmmemd the same path)",
+			    s->path, path, s->path);
+		log_info("using the socket systemd passed (%s)", s->path);
+		start_accepting(s);
+		return 0;
+	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	err = make_parents(s->path, system ? 0755 : 0700);
 	if (err)
@@ -243,13 +270,7 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 		unlink(s->path);
 		goto fail;
 	}
-	uv_poll_init(loop, &s->listen_poll, s->listen_fd);
-	s->listen_poll.data = s;
-	uv_timer_init(loop, &s->accept_pause);
-	s->accept_pause.data = s;
-	uv_poll_start(&s->listen_poll, UV_READABLE, on_accept);
-	s->listening = true;
-	s->start_ms = uv_now(loop);
+	start_accepting(s);
 	return 0;
 fail:
 	if (s->listen_fd >= 0)
@@ -270,9 +291,113 @@ static void on_listen_closed(uv_handle_t *handle)
 	s->listen_fd = -1;
 }
 
-void server_stop(struct server *s, const char *reason)
+/* stop_listening turns newcomers away: the socket and its lock go first (unless systemd's). */
+static void stop_listening(struct server *s)
+{
+	if (!s->listening)
+		return;
+	s->listening = false;
+	/* A passed socket's path is systemd's: it removes it (RemoveOnStop=) or keeps queueing
+	 * connections on it for the next start. */
+	if (!s->activated)
+		unlink(s->path);
+	uv_poll_stop(&s->listen_poll);
+	uv_close((uv_handle_t *)&s->listen_poll, on_listen_closed);
+	uv_close((uv_handle_t *)&s->accept_pause, NULL);
+	if (s->lock_fd >= 0) {
+		unlink(s->lock_path);
+		close(s->lock_fd);
+		s->lock_fd = -1;
+	}
+}
+
+/*
+ * holds_memory says whether a client still has something to give back: leases, model
+ * reservations, or a backend job that may end in a lease.
+ */
+static bool holds_memory(const struct client *c)
+{
+	return c->lease_count > 0 || report_client_bytes(c) > 0 || c->jobs > 0;
+}
+
+static void tell_shutdown(struct client *c, const char *reason)
+{
+	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+	Rocmmem__Wire__Shutdown body = ROCMMEM__WIRE__SHUTDOWN__INIT;
+
+	body.reason = (char *)reason;
+	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN;
+	ev.shutdown = &body;
+	client_event(c, &ev);
+}
+
+/* stopped ends the drain once no client is left, and tells whoever waits for it, once. */
+static void stopped(struct server *s)
+{
+	void (*cb)(struct server *, void *) = s->on_stopped;
+
+	if (s->draining) {
+		s->draining = false;
+		uv_close((uv_handle_t *)&s->drain_timer, NULL);
+		uv_close((uv_handle_t *)&s->drain_check, NULL);
+	}
+	s->on_stopped = NULL;
+	if (cb)
+		cb(s, s->stopped_data);
+}
+
+/* disconnect_all disconnects every client left, reclaiming what each holds. */
+static void disconnect_all(struct server *s)
 {
 	struct client *c;
+
+	while ((c = TAILQ_FIRST(&s->clients)))
+		client_destroy(c);
+}
+
+/* on_drain_check disconnects each client that has let go of everything, and ends the drain. */
+static void on_drain_check(uv_check_t *check)
+{
+	struct server *s = check->data;
+	struct client *c, *next;
+
+	for (c = TAILQ_FIRST(&s->clients); c; c = next) {
+		char label[128];
+
+		next = TAILQ_NEXT(c, link);
+		/* Replies still queued wait too: the answer to its last release is not cut off. */
+		if (holds_memory(c) || c->out_bytes > 0)
+			continue;
+		log_debug("client %s holds nothing any more: disconnecting it",
+			  client_label(c, label, sizeof(label)));
+		client_destroy(c);
+	}
+	if (TAILQ_EMPTY(&s->clients))
+		stopped(s);
+}
+
+static void on_drain_timeout(uv_timer_t *timer)
+{
+	struct server *s = timer->data;
+	struct client *c;
+
+	TAILQ_FOREACH (c, &s->clients, link) {
+		char label[128], bytes[SIZE_FORMAT_MAX];
+
+		log_warn("client %s did not let go within %" PRIu64 " ms; disconnecting it and "
+			 "reclaiming %s in %u lease(s)",
+			 client_label(c, label, sizeof(label)), s->limits.shutdown_timeout_ms,
+			 size_format(report_client_bytes(c), bytes, sizeof(bytes)),
+			 (unsigned)c->lease_count);
+	}
+	disconnect_all(s);
+	stopped(s);
+}
+
+void server_stop(struct server *s, const char *reason)
+{
+	struct client *c, *next;
+	unsigned kept = 0;
 
 	if (s->stopping)
 		return;
@@ -280,26 +405,61 @@ void server_stop(struct server *s, const char *reason)
 	log_info("stopping: %s; %u client(s) connected", reason, s->client_count);
 	sampler_stop(&s->sampler);
 	feed_stop(&s->feed);
-	if (s->listening) {
-		/* No newcomers: remove the socket before telling everyone else. */
-		s->listening = false;
-		unlink(s->path);
-		uv_poll_stop(&s->listen_poll);
-		uv_close((uv_handle_t *)&s->listen_poll, on_listen_closed);
-		uv_close((uv_handle_t *)&s->accept_pause, NULL);
-		unlink(s->lock_path);
-		close(s->lock_fd);
-		s->lock_fd = -1;
-	}
-	TAILQ_FOREACH (c, &s->clients, link) {
-		Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
-		Rocmmem__Wire__Shutdown body = ROCMMEM__WIRE__SHUTDOWN__INIT;
+	stop_listening(s);
+	TAILQ_FOREACH (c, &s->clients, link)
+		tell_shutdown(c, reason);
+	/*
+	 * A client holding nothing has nothing to drain: it goes now, and its waiting requests
+	 * end with the connection. One holding memory stays to give it back; what it waits for
+	 * will never come, so it is told so now.
+	 */
+	for (c = TAILQ_FIRST(&s->clients); c; c = next) {
+		struct waiter *w;
 
-		body.reason = (char *)reason;
-		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN;
-		ev.shutdown = &body;
-		client_event(c, &ev);
+		next = TAILQ_NEXT(c, link);
+		if (!holds_memory(c) || s->limits.shutdown_timeout_ms == 0) {
+			client_destroy(c);
+			continue;
+		}
+		while ((w = TAILQ_FIRST(&c->waiters)))
+			arbiter_cancel_waiter(&s->arbiter, w, -ESHUTDOWN, "the daemon is stopping");
+		kept++;
 	}
-	while ((c = TAILQ_FIRST(&s->clients)))
-		client_destroy(c);
+	if (kept == 0) {
+		stopped(s);
+		return;
+	}
+	log_info("waiting up to %" PRIu64 " ms for %u client(s) to release their memory and "
+		 "disconnect",
+		 s->limits.shutdown_timeout_ms, kept);
+	uv_timer_init(s->loop, &s->drain_timer);
+	uv_check_init(s->loop, &s->drain_check);
+	s->drain_timer.data = s->drain_check.data = s;
+	s->draining = true;
+	uv_timer_start(&s->drain_timer, on_drain_timeout, s->limits.shutdown_timeout_ms, 0);
+	uv_check_start(&s->drain_check, on_drain_check);
+}
+
+void server_stop_now(struct server *s, const char *reason)
+{
+	server_stop(s, reason); /* does nothing when already stopping */
+	if (!s->draining)
+		return;
+	log_info("%s: not waiting any longer; disconnecting %u client(s)", reason, s->client_count);
+	disconnect_all(s);
+	stopped(s);
+}
+
+bool server_stop_allows(Rocmmem__Wire__ClientMessage__BodyCase kind)
+{
+	switch (kind) {
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
+		return true;
+	default:
+		return false;
+	}
 }

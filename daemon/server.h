@@ -20,9 +20,10 @@ TAILQ_HEAD(client_list, client);
 /* Caps that keep one client from growing the daemon without bound. */
 struct limits {
 	unsigned max_clients;
-	unsigned max_pending;  /* waiting lease requests per connection */
-	unsigned max_leases;   /* live leases per connection */
-	size_t max_queued_out; /* bytes of unsent replies and events per connection */
+	unsigned max_pending;	      /* waiting lease requests per connection */
+	unsigned max_leases;	      /* live leases per connection */
+	size_t max_queued_out;	      /* bytes of unsent replies and events per connection */
+	uint64_t shutdown_timeout_ms; /* at stop, how long clients get to leave by themselves */
 };
 
 struct server {
@@ -32,6 +33,7 @@ struct server {
 	uv_poll_t listen_poll;
 	uv_timer_t accept_pause; /* resumes accepting after the fd limit was hit */
 	bool listening;
+	bool activated; /* the socket came from systemd: its path and lifetime are systemd's */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char lock_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
 	struct client_list clients;
@@ -42,27 +44,53 @@ struct server {
 	struct feed feed;
 	struct limits limits;
 	uint64_t start_ms;
-	bool stopping;
+	bool stopping; /* set by server_stop: draining, then gone */
+	bool draining; /* clients still holding memory get until drain_timer to let go */
+	uv_timer_t drain_timer;
+	uv_check_t drain_check; /* each loop turn: disconnect who let go; end when none left */
+	/* Called once every client is gone after server_stop (may be NULL). */
+	void (*on_stopped)(struct server *s, void *data);
+	void *stopped_data;
 	/* One buffer each way serves every connection: the loop is single-threaded. */
 	uint8_t rx[WIRE_MAX_FRAME];
 	uint8_t tx[WIRE_MAX_FRAME];
 };
 
-/* server_default_limits fills the caps used when configuration says nothing. */
-void server_default_limits(struct limits *limits);
-
 /*
- * server_listen binds and listens on path: creates its parent directory if needed, refuses a
- * socket another daemon is serving, removes a stale one. The arbiter must be set up already.
- * Returns 0 or a negative errno (logged).
+ * server_listen serves the listening socket systemd passed when the daemon is socket-activated
+ * (then path is only what was configured: the passed socket's own path goes into s->path, and
+ * nothing is created, locked or removed); refuses to start when what systemd passed is not one
+ * listening AF_UNIX SOCK_SEQPACKET socket. Otherwise it binds and listens on path: creates its
+ * parent directory if needed, refuses a socket another daemon is serving, removes a stale one.
+ * The arbiter must be set up already. Returns 0 or a negative errno (logged).
  */
 int server_listen(struct server *s, uv_loop_t *loop, const char *path);
 
 /*
- * server_stop tells every client the daemon is stopping, disconnects them (reclaiming their
- * leases), stops listening and removes the socket. The loop then runs out of handles.
+ * server_stop begins a graceful stop: stops listening (removing the socket and its lock unless
+ * systemd owns them), tells every client the daemon is stopping and why, and disconnects at
+ * once the clients that hold no memory (their pending requests end with the connection). The
+ * others have their waiting requests answered with -ESHUTDOWN and get up to
+ * limits.shutdown_timeout_ms (0: none, all go at once) to release and leave by themselves
+ * (server_stop_allows says what they may still ask); each is disconnected as soon as it holds
+ * nothing, and whoever is left at the deadline is disconnected then, every lease reclaimed.
+ * Once no client is left, s->on_stopped is called and the server's handles are closed: the
+ * loop can run out. Calling it again does nothing.
  */
 void server_stop(struct server *s, const char *reason);
+
+/*
+ * server_stop_now cuts a drain short (a second SIGTERM): disconnects every client at once.
+ * Starts the stop first if server_stop was not called yet.
+ */
+void server_stop_now(struct server *s, const char *reason);
+
+/*
+ * server_stop_allows says whether a request of this kind is still served while the daemon
+ * drains: only those that give memory back (releases, model unregisters, evict acks) or ask
+ * for less (unsubscribing); the rest are refused with -ESHUTDOWN.
+ */
+bool server_stop_allows(Rocmmem__Wire__ClientMessage__BodyCase kind);
 
 /* server_uptime_ms returns milliseconds since server_listen. */
 uint64_t server_uptime_ms(const struct server *s);

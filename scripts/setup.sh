@@ -10,10 +10,10 @@ shift || true
 
 packages=(
 	build-essential cmake pkg-config
-	libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libjson-c-dev
+	libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libjson-c-dev libinih-dev
 	libcmocka-dev clang-format python3
 	# Tests against the real tools: journald and journalctl, promtool and node_exporter.
-	systemd prometheus prometheus-node-exporter
+	systemd prometheus prometheus-node-exporter man-db
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -128,7 +128,8 @@ int ctl_fail(const char *what, int err)
 {
 	fprintf(stderr, "rocmmemctl: %s: %s\n", what,
 		rocmmem_last_error()[0] ? rocmmem_last_error() : rocmmem_strerror(err));
-	if (err == -ECONNRESET || err == -EPIPE || err == -ECONNREFUSED)
+	/* The daemon going away (or already stopping) is unreachable, not a refusal. */
+	if (err == -ECONNRESET || err == -EPIPE || err == -ECONNREFUSED || err == -ESHUTDOWN)
 		return CTL_EXIT_UNREACHABLE;
 	return CTL_EXIT_REFUSED;
 }

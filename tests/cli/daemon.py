@@ -169,7 +169,9 @@ class Daemon(Background):
 
     def __init__(self, workdir, sock, extra=(), name="rocmmemd", env=None, umask=-1):
         self.sock = sock
-        args = [rocmmemd_bin(), "--socket", sock, "--log-level", "debug", *extra]
+        # Never the machine's own configuration file (a --config in extra wins).
+        args = [rocmmemd_bin(), "--socket", sock, "--log-level", "debug", "--config",
+                "/dev/null", *extra]
         super().__init__(args, workdir, name, env=env, umask=umask)
 
     def log(self):

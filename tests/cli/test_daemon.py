@@ -24,7 +24,7 @@ class Options(CliTestCase):
         for value in ("12X", "1.5", "4GB", "-1", "", "M", "1.5.5G"):
             with self.subTest(budget=value):
                 self.bad(["--budget", value], 2, r"--budget")
-        self.bad(["--budget", "0"], 2, r"--budget must be larger than 0")
+        self.bad(["--budget", "0"], 2, r"invalid --budget '0': must be larger than 0")
         self.bad(["--budget", "99999999999T"], 2, r"--budget.*too large")
         self.bad(["--budget"], 2, r"option '--budget' needs a value")
 
@@ -40,14 +40,14 @@ class Options(CliTestCase):
         self.bad(["--headroom", "12X"], 2, r"--headroom")
 
     def test_unknown_backend(self):
-        self.bad(["--backend", "tpu"], 2, r"unknown backend 'tpu'")
+        self.bad(["--backend", "tpu"], 2, r"invalid --backend 'tpu': unknown backend")
         self.bad(["-b", ""], 2, r"unknown backend")
 
     def test_other_usage_errors(self):
         self.bad(["--frobnicate"], 2, r"unknown option '--frobnicate'")
         self.bad(["-x"], 2, r"unknown option")
         self.bad(["extra"], 2, r"unexpected argument 'extra'")
-        self.bad(["--log-level", "loud"], 2, r"invalid log level 'loud'")
+        self.bad(["--log-level", "loud"], 2, r"invalid --log-level 'loud': a log level")
         r = run([rocmmemd_bin(), "--socket", ""], timeout=5.0)
         self.assertEqual(r.rc, 2, r)
         self.assertIn("--socket", r.stderr)
@@ -76,7 +76,7 @@ class Options(CliTestCase):
     def test_budget_wins_over_headroom(self):
         d = self.start_daemon(extra=["--headroom", "1G"])
         self.assertEqual(self.status()["devices"][0]["budget_bytes"], BUDGET)
-        self.assertIn("--headroom is ignored", d.log())
+        self.assertIn("the headroom is ignored", d.log())
 
     def test_default_budget_and_backend(self):
         d = Daemon(self.dir, self.sock, [])

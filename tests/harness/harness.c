@@ -82,6 +82,9 @@ int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
 	argv[n++] = d->sock;
 	argv[n++] = "--log-level";
 	argv[n++] = "debug";
+	/* Never the machine's own configuration file (a later --config wins). */
+	argv[n++] = "--config";
+	argv[n++] = "/dev/null";
 	/* Host memory unless the test names a backend (a later --backend wins): the tests mean
 	 * the same thing on a machine that happens to have a GPU. */
 	argv[n++] = "--backend";

@@ -20,8 +20,9 @@ struct daemon_proc {
 
 /*
  * harness_daemon_start starts the built rocmmemd with --socket in a fresh temporary directory,
- * --log-level debug, --backend host, and the given extra arguments (NULL-terminated, may be
- * NULL; a --backend there wins), and waits
+ * --log-level debug, --config /dev/null (never the machine's file), --backend host, and the
+ * given extra arguments (NULL-terminated, may be NULL; a --backend or --config there wins),
+ * and waits
  * until it accepts connections (up to 10 s). Returns 0 or -1 (the daemon is then not running).
  */
 int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args);

@@ -40,7 +40,8 @@ static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *us
 
 static void test_shutdown_tells_clients(void **state)
 {
-	static const char *const args[] = {"--budget", "64M", NULL};
+	/* The client holds a lease and reads nothing: the daemon drains it for 0.5 s. */
+	static const char *const args[] = {"--budget", "64M", "--shutdown-timeout", "0.5", NULL};
 	struct rocmmem_lease_request req = {.size = 8 * MiB};
 	struct events_seen seen = {0};
 	struct daemon_proc d;

@@ -20,12 +20,17 @@
 #define MAX_ARGS 16
 
 /*
- * One run of options_parse: its arguments (opts points into them, and getopt may keep a pointer
- * too) and what it printed. Nothing is allocated, so a failed assertion leaks nothing.
+ * One run of options_parse: its arguments (getopt may keep a pointer into them), the settings
+ * the flags gave (strings copied into the run, so that nothing stays allocated and a failed
+ * assertion leaks nothing) and what it printed.
  */
 struct run {
 	int rc;
+	struct command_line cl;
 	struct options opts;
+	char socket_path[128], backend[32], sharing[32], metrics_textfile[256];
+	bool has_config;
+	char config_path[256];
 	char *argv[MAX_ARGS + 1];
 	int argc;
 	char strings[1024]; /* what argv points to */
@@ -38,6 +43,15 @@ struct run {
  * With fresh_getopt it first resets glibc's getopt completely (optind = 0), so that one case
  * cannot leak getopt state into the next whatever options_parse does.
  */
+/* keep copies an option string into the run's own buffer (NULL stays NULL). */
+static char *keep(char *buf, size_t len, const char *s)
+{
+	if (!s)
+		return NULL;
+	assert_true(strlen(s) < len);
+	return memcpy(buf, s, strlen(s) + 1);
+}
+
 static int vparse(struct run *r, bool fresh_getopt, va_list ap)
 {
 	const char *arg;
@@ -66,9 +80,22 @@ static int vparse(struct run *r, bool fresh_getopt, va_list ap)
 	err = fmemopen(r->err, sizeof(r->err) - 1, "w");
 	assert_non_null(out);
 	assert_non_null(err);
-	r->rc = options_parse(r->argc, r->argv, &r->opts, out, err);
+	r->rc = options_parse(r->argc, r->argv, &r->cl, out, err);
 	fclose(out);
 	fclose(err);
+	if (r->rc == 0) {
+		r->opts = r->cl.flags;
+		r->opts.socket_path =
+		    keep(r->socket_path, sizeof(r->socket_path), r->cl.flags.socket_path);
+		r->opts.backend = keep(r->backend, sizeof(r->backend), r->cl.flags.backend);
+		r->opts.sharing = keep(r->sharing, sizeof(r->sharing), r->cl.flags.sharing);
+		r->opts.metrics_textfile = keep(r->metrics_textfile, sizeof(r->metrics_textfile),
+						r->cl.flags.metrics_textfile);
+		r->has_config = r->cl.config_path != NULL;
+		if (r->has_config)
+			snprintf(r->config_path, sizeof(r->config_path), "%s", r->cl.config_path);
+		options_free(&r->cl.flags);
+	}
 	return r->rc;
 }
 
@@ -118,9 +145,10 @@ static void test_defaults(void **state)
 	(void)state;
 	assert_int_equal(parse(&r, NULL), 0);
 	assert_null(r.opts.socket_path);
-	assert_string_equal(r.opts.backend, "auto");
-	assert_false(r.opts.has_budget);
-	assert_false(r.opts.has_headroom);
+	assert_null(r.opts.backend); /* not given: the default applies when sources merge */
+	assert_int_equal(r.opts.set, 0);
+	assert_false(r.opts.devices.has_budget);
+	assert_false(r.opts.devices.has_headroom);
 	assert_int_equal(r.opts.log_level, LOG_LEVEL_INFO);
 	assert_string_equal(r.out, "");
 	assert_string_equal(r.err, "");
@@ -142,7 +170,7 @@ static void test_socket(void **state)
 	assert_string_equal(r.err, "");
 
 	parse(&r, "--socket", "", NULL);
-	expect_usage_error(&r, "--socket needs a non-empty path");
+	expect_usage_error(&r, "invalid --socket '': needs a non-empty path");
 	parse(&r, "--socket=", NULL);
 	expect_usage_error(&r, "--socket");
 }
@@ -153,21 +181,21 @@ static void test_budget_headroom(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&r, "--budget", "1G", NULL), 0);
-	assert_true(r.opts.has_budget);
-	assert_true(r.opts.budget == GiB);
-	assert_false(r.opts.has_headroom);
+	assert_true(r.opts.devices.has_budget);
+	assert_true(r.opts.devices.budget == GiB);
+	assert_false(r.opts.devices.has_headroom);
 
 	assert_int_equal(parse(&r, "--budget=1.5GiB", "--headroom", "512M", NULL), 0);
-	assert_true(r.opts.has_budget);
-	assert_true(r.opts.budget == GiB + GiB / 2);
-	assert_true(r.opts.has_headroom);
-	assert_true(r.opts.headroom == 512 * MiB);
+	assert_true(r.opts.devices.has_budget);
+	assert_true(r.opts.devices.budget == GiB + GiB / 2);
+	assert_true(r.opts.devices.has_headroom);
+	assert_true(r.opts.devices.headroom == 512 * MiB);
 
 	/* No headroom at all is a valid choice; the last --budget counts. */
 	assert_int_equal(parse(&r, "--headroom", "0", "--budget", "1G", "--budget", "2G", NULL), 0);
-	assert_true(r.opts.has_headroom);
-	assert_true(r.opts.headroom == 0);
-	assert_true(r.opts.budget == 2 * GiB);
+	assert_true(r.opts.devices.has_headroom);
+	assert_true(r.opts.devices.headroom == 0);
+	assert_true(r.opts.devices.budget == 2 * GiB);
 }
 
 static void test_bad_sizes(void **state)
@@ -176,21 +204,21 @@ static void test_bad_sizes(void **state)
 
 	(void)state;
 	parse(&r, "--budget", "1.5", NULL);
-	expect_usage_error(&r, "invalid size for --budget: '1.5'");
+	expect_usage_error(&r, "invalid --budget '1.5': expected bytes");
 	parse(&r, "--budget", "4GB", NULL);
 	expect_usage_error(&r, "--budget");
 	parse(&r, "--budget=", NULL);
-	expect_usage_error(&r, "invalid size for --budget: ''");
+	expect_usage_error(&r, "invalid --budget '': expected bytes");
 	parse(&r, "--headroom", "lots", NULL);
-	expect_usage_error(&r, "invalid size for --headroom: 'lots'");
+	expect_usage_error(&r, "invalid --headroom 'lots'");
 	parse(&r, "--headroom", "-1G", NULL);
 	expect_usage_error(&r, "--headroom");
 	parse(&r, "--budget", "16777216T", NULL);
 	expect_usage_error(&r, "too large");
 	parse(&r, "--budget", "0", NULL);
-	expect_usage_error(&r, "--budget must be larger than 0");
+	expect_usage_error(&r, "must be larger than 0");
 	parse(&r, "--budget", "0G", NULL);
-	expect_usage_error(&r, "--budget must be larger than 0");
+	expect_usage_error(&r, "must be larger than 0");
 }
 
 static void test_backend(void **state)
@@ -208,9 +236,9 @@ static void test_backend(void **state)
 	assert_int_equal(parse(&r, "--backend", "hip", NULL), 0);
 	assert_string_equal(r.opts.backend, "hip");
 	parse(&r, "--backend", "rocm", NULL);
-	expect_usage_error(&r, "unknown backend 'rocm'");
+	expect_usage_error(&r, "invalid --backend 'rocm': unknown backend");
 	parse(&r, "--backend", "", NULL);
-	expect_usage_error(&r, "unknown backend ''");
+	expect_usage_error(&r, "invalid --backend '': unknown backend");
 	parse(&r, "--backend", "Host", NULL);
 	expect_usage_error(&r, "(choose from auto, hip, cuda, host)");
 }
@@ -222,13 +250,13 @@ static void test_sharing(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&r, NULL), 0);
-	assert_string_equal(r.opts.sharing, "auto");
+	assert_null(r.opts.sharing); /* the default, "auto", applies when sources merge */
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
 		assert_int_equal(parse(&r, "--sharing", methods[i], NULL), 0);
 		assert_string_equal(r.opts.sharing, methods[i]);
 	}
 	parse(&r, "--sharing", "nvlink", NULL);
-	expect_usage_error(&r, "unknown sharing method 'nvlink'");
+	expect_usage_error(&r, "invalid --sharing 'nvlink': unknown sharing method");
 	parse(&r, "--sharing", NULL);
 	expect_usage_error(&r, "'--sharing' needs a value");
 }
@@ -255,7 +283,7 @@ static void test_log_level(void **state)
 	assert_int_equal(r.opts.log_level, LOG_LEVEL_ERROR);
 
 	parse(&r, "--log-level", "loud", NULL);
-	expect_usage_error(&r, "invalid log level 'loud'");
+	expect_usage_error(&r, "invalid --log-level 'loud'");
 	parse(&r, "--log-level", "DEBUG", NULL);
 	expect_usage_error(&r, "'DEBUG'");
 }
@@ -331,8 +359,10 @@ static void test_help_version(void **state)
 	(void)state;
 	assert_int_equal(parse(&r, "--help", NULL), 1);
 	assert_true(strncmp(r.out, "Usage: rocmmemd", 15) == 0);
-	assert_contains(r.out, "--budget SIZE");
-	assert_contains(r.out, "--headroom SIZE");
+	assert_contains(r.out, "--budget [DEVICE:]SIZE");
+	assert_contains(r.out, "--headroom [DEVICE:]SIZE");
+	assert_contains(r.out, "--config FILE");
+	assert_contains(r.out, "--check-config");
 	assert_contains(r.out, "auto, hip, cuda, host");
 	assert_string_equal(r.err, "");
 	assert_int_equal(parse(&r, "-h", NULL), 1);
@@ -362,7 +392,7 @@ static void test_parse_twice(void **state)
 	assert_int_equal(parse(&a, "--budget", "1G", "--socket", "/tmp/a", NULL), 0);
 	assert_int_equal(parse_again(&b, NULL), 0);
 	assert_null(b.opts.socket_path);
-	assert_false(b.opts.has_budget);
+	assert_false(b.opts.devices.has_budget);
 
 	assert_int_equal(parse(&a, "-s", "/tmp/a", "-V", NULL), 1);
 	assert_int_equal(parse_again(&b, "-l", "debug", NULL), 0);
@@ -372,7 +402,7 @@ static void test_parse_twice(void **state)
 
 	assert_int_equal(parse(&a, "--bogus", NULL), -EINVAL);
 	assert_int_equal(parse_again(&b, "--budget", "2G", NULL), 0);
-	assert_true(b.opts.budget == 2 * GiB);
+	assert_true(b.opts.devices.budget == 2 * GiB);
 	assert_string_equal(b.err, "");
 }
 
@@ -391,7 +421,7 @@ static void test_parse_after_group(void **state)
 	parse_again(&second, "--budget", "1G", NULL);
 	assert_string_equal(second.out, "");
 	assert_int_equal(second.rc, 0);
-	assert_true(second.opts.has_budget);
+	assert_true(second.opts.devices.has_budget);
 }
 
 static void test_evict_deadline(void **state)
@@ -523,8 +553,17 @@ static void test_metrics_file(void **state)
 		      NULL);
 		expect_usage_error(&r, "invalid --metrics-interval");
 	}
-	parse(&r, "--metrics-interval", "5", NULL);
-	expect_usage_error(&r, "--metrics-interval needs --metrics-textfile");
+	/* An interval without a file to write is refused once the sources are combined. */
+	{
+		struct options eff;
+		char why[256];
+
+		assert_int_equal(parse(&r, "--metrics-interval", "5", NULL), 0);
+		assert_int_equal(options_merge(&eff, &r.opts, NULL), 0);
+		assert_int_equal(options_validate(&eff, why, sizeof(why)), -EINVAL);
+		assert_contains(why, "without a metrics textfile");
+		options_free(&eff);
+	}
 	parse(&r, "--metrics-textfile", NULL);
 	expect_usage_error(&r, "needs a value");
 	assert_int_equal(parse(&r, "--help", NULL), 1);
