@@ -11,7 +11,7 @@ shift || true
 packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libjson-c-dev libinih-dev
-	libcmocka-dev clang-format python3
+	libcmocka-dev clang-format python3 python3-pip python3-setuptools python3-wheel python3-venv
 	# Tests against the real tools: journald and journalctl, promtool and node_exporter.
 	systemd prometheus prometheus-node-exporter man-db
 )

@@ -289,13 +289,45 @@ static int hip_import_ipc(struct gpu_mapping *m, const uint8_t *handle)
 	return 0;
 }
 
+/*
+ * The calling thread's current device (HIP) or context (CUDA): importing and releasing a lease
+ * needs its own device current, and a host (PyTorch) computing on another device on the same
+ * thread must find its own again afterwards.
+ */
+struct current {
+	bool valid;
+	int device;
+	cuapi_ctx_t ctx;
+};
+
+static void keep_current(enum gpu_runtime rt, struct current *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (rt == GPU_HIP)
+		c->valid = hip.hipGetDevice(&c->device) == HIPAPI_SUCCESS;
+	else
+		c->valid = cuda.cuCtxGetCurrent(&c->ctx) == CUAPI_SUCCESS;
+}
+
+static void restore_current(enum gpu_runtime rt, const struct current *c)
+{
+	if (!c->valid)
+		return;
+	if (rt == GPU_HIP)
+		hip.hipSetDevice(c->device);
+	else
+		cuda.cuCtxSetCurrent(c->ctx);
+}
+
 int gpu_import(const struct gpu_grant *g, struct gpu_mapping **out, void **ptr)
 {
+	struct current saved;
 	struct gpu_mapping *m;
 	int rc;
 
 	*out = NULL;
 	*ptr = NULL;
+	memset(&saved, 0, sizeof(saved)); /* nothing to restore until keep_current */
 	if (g->nchunks > GPU_MAX_CHUNKS)
 		return error_set(-EPROTO, "a lease of %u chunks, more than %u", g->nchunks,
 				 GPU_MAX_CHUNKS);
@@ -311,6 +343,7 @@ int gpu_import(const struct gpu_grant *g, struct gpu_mapping **out, void **ptr)
 	rc = find_ordinal(g->runtime, g->pci_bus_id, &m->ordinal);
 	if (rc)
 		goto fail;
+	keep_current(m->runtime, &saved);
 	if (g->runtime == GPU_HIP)
 		hip.hipSetDevice(m->ordinal);
 	switch (g->kind) {
@@ -350,18 +383,23 @@ int gpu_import(const struct gpu_grant *g, struct gpu_mapping **out, void **ptr)
 	}
 	if (rc)
 		goto fail;
+	restore_current(m->runtime, &saved);
 	*out = m;
 	*ptr = (char *)m->base + (g->kind == ROCMMEM_HANDLE_IPC ? g->ipc_offset : 0);
 	return 0;
 fail:
+	restore_current(m->runtime, &saved);
 	free(m);
 	return rc;
 }
 
 void gpu_unmap(struct gpu_mapping *m)
 {
+	struct current saved;
+
 	if (!m)
 		return;
+	keep_current(m->runtime, &saved);
 	if (m->runtime == GPU_HIP)
 		hip.hipSetDevice(m->ordinal);
 	switch (m->kind) {
@@ -386,6 +424,7 @@ void gpu_unmap(struct gpu_mapping *m)
 	default:
 		break;
 	}
+	restore_current(m->runtime, &saved);
 	free(m);
 }
 

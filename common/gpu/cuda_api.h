@@ -87,6 +87,7 @@ struct cuapi_access_desc {
 	X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 1, cuapi_result_t,              \
 	  (cuapi_device_t device))                                                                 \
 	X(cuCtxSetCurrent, cuCtxSetCurrent, 1, cuapi_result_t, (cuapi_ctx_t ctx))                  \
+	X(cuCtxGetCurrent, cuCtxGetCurrent, 1, cuapi_result_t, (cuapi_ctx_t * ctx))                \
 	X(cuMemGetInfo_v2, cuMemGetInfo, 1, cuapi_result_t, (size_t * free_bytes, size_t * total)) \
 	X(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 1, cuapi_result_t,         \
 	  (size_t * granularity, const struct cuapi_alloc_prop *prop, int option))                 \

@@ -118,6 +118,7 @@ typedef void *hipapi_mem_pool_t; /* hipMemPool_t */
 	X(hipGetErrorString, 1, const char *, (hipapi_error_t error))                              \
 	X(hipGetDeviceCount, 1, hipapi_error_t, (int *count))                                      \
 	X(hipSetDevice, 1, hipapi_error_t, (int device))                                           \
+	X(hipGetDevice, 1, hipapi_error_t, (int *device))                                          \
 	X(hipDeviceGetAttribute, 1, hipapi_error_t, (int *value, int attr, int device))            \
 	X(hipDeviceGetName, 1, hipapi_error_t, (char *name, int len, int device))                  \
 	X(hipDeviceGetPCIBusId, 1, hipapi_error_t, (char *bus_id, int len, int device))            \

@@ -279,6 +279,17 @@ cuapi_result_t cuCtxSetCurrent(cuapi_ctx_t ctx)
 	return end(err);
 }
 
+cuapi_result_t cuCtxGetCurrent(cuapi_ctx_t *ctx)
+{
+	int err = begin(__func__, FAKE_NOT_SUPPORTED);
+
+	if (!err && !ctx)
+		err = FAKE_INVALID_VALUE;
+	if (!err)
+		*ctx = current;
+	return end(err);
+}
+
 cuapi_result_t cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
 	int err = begin(__func__, FAKE_NOT_SUPPORTED), dev = 0;

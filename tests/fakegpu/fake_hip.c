@@ -259,6 +259,17 @@ hipapi_error_t hipSetDevice(int device)
 	return end(err);
 }
 
+hipapi_error_t hipGetDevice(int *device)
+{
+	int err = begin(__func__, FAKE_NOT_SUPPORTED);
+
+	if (!err && !device)
+		err = FAKE_INVALID_VALUE;
+	if (!err)
+		*device = current_device;
+	return end(err);
+}
+
 hipapi_error_t hipDeviceGetAttribute(int *value, int attr, int device)
 {
 	int err = begin(__func__, FAKE_NOT_SUPPORTED);

@@ -646,6 +646,71 @@ static void test_hip_multi_gpu(void **state)
 	stop(&d);
 }
 
+/*
+ * keeps_current is a host computing on device 0 of its own (a PyTorch thread): a lease on
+ * device 1, imported and released by librocmmem on the same thread, leaves device 0 (HIP) or
+ * device 0's context (CUDA) current. Exit 0, or the step that went wrong.
+ */
+static int keeps_current(void *arg, int in, int out)
+{
+	const char *sock = arg;
+	struct rocmmem_lease_request req = {.device = 1, .size = 8 * MiB};
+	bool cuda = getenv("ROCMMEM_CUDA_LIBRARY") != NULL;
+	struct hipapi hip;
+	struct cuapi cu;
+	cuapi_ctx_t ctx0 = NULL, now = NULL;
+	cuapi_device_t dev0;
+	rocmmem_client *c;
+	rocmmem_lease *l;
+	char why[256];
+	int device = -1;
+
+	(void)in;
+	(void)out;
+	if (cuda) {
+		if (cuapi_load(&cu, why, sizeof(why)) != 0 || cu.cuDeviceGet(&dev0, 0) != 0 ||
+		    cu.cuDevicePrimaryCtxRetain(&ctx0, dev0) != 0 || cu.cuCtxSetCurrent(ctx0) != 0)
+			return 10;
+	} else if (hipapi_load(&hip, why, sizeof(why)) != 0 || hip.hipSetDevice(0) != 0) {
+		return 10;
+	}
+	if (rocmmem_connect(sock, "keeps-current", 5000, &c) != 0)
+		return 11;
+	if (rocmmem_lease_acquire(c, &req, &l) != 0)
+		return 12;
+	if (cuda ? cu.cuCtxGetCurrent(&now) != 0 || now != ctx0
+		 : hip.hipGetDevice(&device) != 0 || device != 0)
+		return 13; /* the import left device 1 current */
+	if (rocmmem_lease_release(l) != 0)
+		return 14;
+	if (cuda ? cu.cuCtxGetCurrent(&now) != 0 || now != ctx0
+		 : hip.hipGetDevice(&device) != 0 || device != 0)
+		return 15; /* the release did */
+	rocmmem_disconnect(c);
+	return 0;
+}
+
+static void test_current_device_is_kept(void **state)
+{
+	static const char *const hip_args[] = {"--backend", "hip", NULL};
+	static const char *const cuda_args[] = {"--backend", "cuda", NULL};
+	struct daemon_proc d;
+	struct child ch;
+
+	(void)state;
+	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G,2G", NULL);
+	start(&d, hip_args);
+	assert_int_equal(child_start(&ch, keeps_current, d.sock), 0);
+	assert_int_equal(child_wait(&ch, 10000), 0);
+	stop(&d);
+	unsetenv("ROCMMEM_HIP_LIBRARY");
+	env("ROCMMEM_CUDA_LIBRARY=" FAKECUDA_PATH, "FAKECUDA_DEVICES=2G,2G", NULL);
+	start(&d, cuda_args);
+	assert_int_equal(child_start(&ch, keeps_current, d.sock), 0);
+	assert_int_equal(child_wait(&ch, 10000), 0);
+	stop(&d);
+}
+
 static void test_hip_soname_search(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
@@ -826,6 +891,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hip_client_sets_ipc_mode, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_device_lost, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_multi_gpu, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_current_device_is_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_soname_search, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_or_unusable_runtime, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_auto_prefers_hip_then_cuda_then_host, setup,

@@ -166,6 +166,7 @@ class Installed(unittest.TestCase):
             self.path("LIBDIR", "librocmmem.so.0"),
             self.path("LIBDIR", "librocmmem.so"),
             self.path("LIBDIR", "librocmmem.a"),
+            self.path("LIBDIR", "librocmmem_torch.so"),
             self.path("INCLUDEDIR", "rocmmem.h"),
             self.path("LIBDIR", "pkgconfig", "rocmmem.pc"),
             self.path("LIBDIR", "cmake", "rocmmem", "rocmmemConfig.cmake"),

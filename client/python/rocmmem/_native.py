@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: MIT
+"""_native: librocmmem loaded with ctypes: its structs, constants and function prototypes.
+
+Every Structure here mirrors one struct of client/include/rocmmem.h field for field, in the
+same order with the same C types; tests/python/test_abi.py checks sizes and offsets against
+the compiler's (tests/python/abi_dump.c) and field names against the header.
+"""
+import ctypes
+import os
+import threading
+
+from .errors import LibraryNotFound
+
+SONAME = "librocmmem.so.0"
+LIBRARY_ENV = "ROCMMEM_LIBRARY"
+
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+c_size_t = ctypes.c_size_t
+c_int32 = ctypes.c_int32
+c_uint32 = ctypes.c_uint32
+c_int64 = ctypes.c_int64
+c_uint64 = ctypes.c_uint64
+c_enum = ctypes.c_int  # every enum of the header fits an int
+
+# enum rocmmem_handle_kind
+HANDLE_NONE = 0
+HANDLE_MEMFD = 1
+HANDLE_VMM_FD = 2
+HANDLE_DMABUF = 3
+HANDLE_IPC = 4
+HANDLE_NAMES = {HANDLE_NONE: "none", HANDLE_MEMFD: "memfd", HANDLE_VMM_FD: "vmm-fd",
+                HANDLE_DMABUF: "dmabuf", HANDLE_IPC: "ipc"}
+
+LEASE_NOMAP = 0x1
+
+DEVICE_HAS_RUNTIME = 1 << 0
+DEVICE_HAS_VRAM = 1 << 1
+DEVICE_HAS_GTT = 1 << 2
+DEVICE_HAS_TEMPERATURE = 1 << 3
+DEVICE_HAS_POWER = 1 << 4
+DEVICE_HAS_BUSY = 1 << 5
+
+# enum rocmmem_model_class, by the names status --json uses
+MODEL_CLASSES = ("other", "transformer", "vae", "text_encoder", "image_encoder")
+# enum rocmmem_model_state
+MODEL_STATES = ("idle", "in_use", "evicting", "evicted", "waiting")
+
+# enum rocmmem_event_type
+EVENT_SHUTDOWN = 1
+EVENT_EVICT_REQUEST = 2
+EVENT_MODEL_REVOKED = 3
+EVENT_LEASE_REVOKED = 4
+EVENT_DISCONNECTED = 5
+EVENT_SAMPLE = 6
+EVENT_TELEMETRY = 7
+EVENT_OTHER = 100
+
+SUBSCRIBE_SAMPLES = 0x1
+SUBSCRIBE_EVENTS = 0x2
+SAMPLE_INTERVAL_MIN_MS = 10
+SAMPLE_INTERVAL_MAX_MS = 60000
+
+
+class LeaseRequest(ctypes.Structure):
+    _fields_ = [("device", c_uint), ("size", c_uint64), ("timeout_ms", c_int64),
+                ("tag", c_char_p), ("flags", c_uint32), ("model_id", c_uint64)]
+
+
+class DaemonInfo(ctypes.Structure):
+    _fields_ = [("version", c_char_p), ("pid", c_int32), ("uptime_s", c_uint64),
+                ("backend", c_char_p), ("protocol_version", c_uint32)]
+
+
+class DeviceInfo(ctypes.Structure):
+    _fields_ = [("index", c_uint32), ("name", c_char_p), ("backend", c_char_p),
+                ("total_bytes", c_uint64), ("budget_bytes", c_uint64),
+                ("headroom_bytes", c_uint64), ("leased_bytes", c_uint64),
+                ("reserved_bytes", c_uint64), ("free_bytes", c_uint64),
+                ("granule_bytes", c_uint64), ("waiters", c_uint32), ("leases", c_uint64),
+                ("handle_kind", c_enum), ("pci_bus_id", c_char_p), ("integrated", c_int),
+                ("sharing", c_char_p), ("state", c_char_p), ("valid", c_uint32),
+                ("runtime_total_bytes", c_uint64), ("runtime_free_bytes", c_uint64),
+                ("external_bytes", c_uint64), ("telemetry_source", c_char_p),
+                ("vram_total_bytes", c_uint64), ("vram_used_bytes", c_uint64),
+                ("gtt_total_bytes", c_uint64), ("gtt_used_bytes", c_uint64),
+                ("temperature_mc", c_int32), ("power_mw", c_uint32),
+                ("busy_percent", c_uint32), ("largest_grantable", c_uint64),
+                ("evictable_bytes", c_uint64), ("largest_with_eviction", c_uint64),
+                ("oldest_wait_ms", c_uint64), ("models_resident", c_uint32)]
+
+
+class ProcessInfo(ctypes.Structure):
+    _fields_ = [("pid", c_int32), ("vram_bytes", c_uint64), ("client", c_int)]
+
+
+class ClientInfo(ctypes.Structure):
+    _fields_ = [("pid", c_int32), ("uid", c_uint32), ("gid", c_uint32), ("name", c_char_p),
+                ("leases", c_uint32), ("leased_bytes", c_uint64), ("connected_s", c_uint64),
+                ("client_id", c_uint64), ("models", c_uint32), ("reserved_bytes", c_uint64),
+                ("waiting", c_uint32)]
+
+
+class LeaseInfo(ctypes.Structure):
+    _fields_ = [("id", c_uint64), ("owner_pid", c_int32), ("device", c_uint32),
+                ("bytes", c_uint64), ("tag", c_char_p), ("age_ms", c_uint64),
+                ("model_id", c_uint64)]
+
+
+class ModelInfo(ctypes.Structure):
+    _fields_ = [("id", c_uint64), ("name", c_char_p), ("model_class", c_enum),
+                ("owner_pid", c_int32), ("device", c_uint32), ("bytes", c_uint64),
+                ("state", c_enum), ("priority", c_int32), ("pinned", c_int),
+                ("size", c_uint64), ("reservation_bytes", c_uint64),
+                ("lease_bytes", c_uint64), ("idle_ms", c_uint64), ("use_count", c_uint32),
+                ("evictions", c_uint64)]
+
+
+class WaiterInfo(ctypes.Structure):
+    _fields_ = [("owner_pid", c_int32), ("device", c_uint32), ("bytes", c_uint64),
+                ("waited_ms", c_uint64), ("timeout_ms", c_int64), ("tag", c_char_p),
+                ("model_id", c_uint64)]
+
+
+class Counters(ctypes.Structure):
+    _fields_ = [("grants", c_uint64), ("denials", c_uint64), ("timeouts", c_uint64),
+                ("evictions", c_uint64), ("revocations", c_uint64), ("trims", c_uint64),
+                ("bytes_trimmed", c_uint64), ("releases", c_uint64), ("reclaimed", c_uint64),
+                ("failures", c_uint64), ("connections", c_uint64)]
+
+
+class DenialInfo(ctypes.Structure):
+    _fields_ = [("timestamp_ms", c_uint64), ("pid", c_int32), ("client_name", c_char_p),
+                ("device", c_uint32), ("bytes", c_uint64), ("model_id", c_uint64),
+                ("model_name", c_char_p), ("error", c_int), ("reason", c_char_p)]
+
+
+class ModelDesc(ctypes.Structure):
+    _fields_ = [("device", c_uint), ("name", c_char_p), ("model_class", c_enum),
+                ("size", c_uint64), ("priority", c_int32), ("pinned", c_int)]
+
+
+class SampleInfo(ctypes.Structure):
+    _fields_ = [("timestamp_ms", c_uint64), ("interval_ms", c_uint32), ("dropped", c_uint32),
+                ("clients_omitted", c_uint32), ("models_omitted", c_uint32),
+                ("waiters", c_uint32), ("oldest_wait_ms", c_uint64), ("uptime_ms", c_uint64)]
+
+
+class TelemetryEvent(ctypes.Structure):
+    _fields_ = [("type", c_enum), ("timestamp_ms", c_uint64), ("pid", c_int32),
+                ("client_name", c_char_p), ("client_id", c_uint64), ("has_device", c_int),
+                ("device", c_uint32), ("bytes", c_uint64), ("lease_id", c_uint64),
+                ("model_id", c_uint64), ("model_name", c_char_p), ("error", c_int),
+                ("waited_ms", c_uint64), ("detail", c_char_p), ("dropped", c_uint32)]
+
+
+class Event(ctypes.Structure):
+    _fields_ = [("type", c_enum), ("seq", c_uint64), ("reason", c_char_p),
+                ("model_id", c_uint64), ("lease_id", c_uint64), ("bytes_needed", c_uint64),
+                ("deadline_ms", c_uint32), ("sample", c_void_p),
+                ("sample_info", ctypes.POINTER(SampleInfo)),
+                ("telemetry", ctypes.POINTER(TelemetryEvent))]
+
+
+# Every mirrored struct by its C name (the ABI test walks this table).
+STRUCTS = {
+    "rocmmem_lease_request": LeaseRequest,
+    "rocmmem_daemon_info": DaemonInfo,
+    "rocmmem_device_info": DeviceInfo,
+    "rocmmem_process_info": ProcessInfo,
+    "rocmmem_client_info": ClientInfo,
+    "rocmmem_lease_info": LeaseInfo,
+    "rocmmem_model_info": ModelInfo,
+    "rocmmem_waiter_info": WaiterInfo,
+    "rocmmem_counters": Counters,
+    "rocmmem_denial_info": DenialInfo,
+    "rocmmem_model_desc": ModelDesc,
+    "rocmmem_sample_info": SampleInfo,
+    "rocmmem_telemetry_event": TelemetryEvent,
+    "rocmmem_event": Event,
+}
+
+# void (*rocmmem_event_fn)(rocmmem_client *, const struct rocmmem_event *, void *)
+EVENT_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(Event), c_void_p)
+
+P = ctypes.POINTER
+# name: (restype, argtypes). Handles (rocmmem_client *, rocmmem_lease *, rocmmem_status *) are
+# plain addresses (c_void_p): Python never looks inside them.
+PROTOTYPES = {
+    "rocmmem_strerror": (c_char_p, [c_int]),
+    "rocmmem_last_error": (c_char_p, []),
+    "rocmmem_connect": (c_int, [c_char_p, c_char_p, c_int, P(c_void_p)]),
+    "rocmmem_disconnect": (None, [c_void_p]),
+    "rocmmem_client_daemon_version": (c_char_p, [c_void_p]),
+    "rocmmem_client_backend": (c_char_p, [c_void_p]),
+    "rocmmem_client_device_count": (c_uint, [c_void_p]),
+    "rocmmem_lease_acquire": (c_int, [c_void_p, P(LeaseRequest), P(c_void_p)]),
+    "rocmmem_lease_release": (c_int, [c_void_p]),
+    "rocmmem_lease_id": (c_uint64, [c_void_p]),
+    "rocmmem_lease_size": (c_uint64, [c_void_p]),
+    "rocmmem_lease_device": (c_uint, [c_void_p]),
+    "rocmmem_lease_handle_kind": (c_enum, [c_void_p]),
+    "rocmmem_lease_ptr": (c_void_p, [c_void_p]),
+    "rocmmem_lease_fd": (c_int, [c_void_p]),
+    "rocmmem_lease_fd_count": (c_uint, [c_void_p]),
+    "rocmmem_lease_fd_at": (c_int, [c_void_p, c_uint]),
+    "rocmmem_lease_chunk_count": (c_uint, [c_void_p]),
+    "rocmmem_lease_chunk_size": (c_uint64, [c_void_p, c_uint]),
+    "rocmmem_lease_ipc_handle": (c_int, [c_void_p, c_void_p, P(c_uint64)]),
+    "rocmmem_lease_pci_bus_id": (c_char_p, [c_void_p]),
+    "rocmmem_lease_waited_ms": (c_uint64, [c_void_p]),
+    "rocmmem_status_get": (c_int, [c_void_p, P(c_void_p)]),
+    "rocmmem_status_free": (None, [c_void_p]),
+    "rocmmem_status_daemon": (P(DaemonInfo), [c_void_p]),
+    "rocmmem_status_counters": (P(Counters), [c_void_p]),
+    "rocmmem_status_denial_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_denial": (P(DenialInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_device_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_device": (P(DeviceInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_process_count": (c_size_t, [c_void_p, c_size_t]),
+    "rocmmem_status_process": (P(ProcessInfo), [c_void_p, c_size_t, c_size_t]),
+    "rocmmem_status_client_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_client": (P(ClientInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_lease_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_lease": (P(LeaseInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_model_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_model": (P(ModelInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_waiter_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_waiter": (P(WaiterInfo), [c_void_p, c_size_t]),
+    "rocmmem_trim": (c_int, [c_void_p, c_int, P(c_uint64)]),
+    "rocmmem_metrics": (c_int, [c_void_p, P(c_void_p)]),
+    "rocmmem_model_register": (c_int, [c_void_p, P(ModelDesc), P(c_uint64)]),
+    "rocmmem_model_acquire": (c_int, [c_void_p, c_uint64, c_int64]),
+    "rocmmem_model_release": (c_int, [c_void_p, c_uint64]),
+    "rocmmem_model_resize": (c_int, [c_void_p, c_uint64, c_uint64, c_int64]),
+    "rocmmem_model_unregister": (c_int, [c_void_p, c_uint64]),
+    "rocmmem_model_evict_ack": (c_int, [c_void_p, c_uint64]),
+    "rocmmem_model_evict": (c_int, [c_void_p, c_uint64, P(c_uint64)]),
+    "rocmmem_model_pin": (c_int, [c_void_p, c_uint64, c_int]),
+    "rocmmem_set_event_callback": (c_int, [c_void_p, EVENT_FN, c_void_p]),
+    "rocmmem_event_fd": (c_int, [c_void_p]),
+    "rocmmem_dispatch": (c_int, [c_void_p]),
+    "rocmmem_telemetry_name": (c_char_p, [c_enum]),
+    "rocmmem_subscribe": (c_int, [c_void_p, c_uint, c_uint32]),
+    "rocmmem_unsubscribe": (c_int, [c_void_p]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_libc = None
+
+
+def library_path():
+    """The file or SONAME load() opens: $ROCMMEM_LIBRARY when set, else the SONAME."""
+    return os.environ.get(LIBRARY_ENV) or SONAME
+
+
+def load():
+    """Loads librocmmem once (thread-safe) and returns the CDLL with every prototype set.
+
+    Raises LibraryNotFound when it cannot be loaded or lacks a function this package needs.
+    """
+    global _lib, _libc
+    with _lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            hint = (f" (set ${LIBRARY_ENV} to its path, or install rocmmemd's library and run "
+                    f"ldconfig)" if path == SONAME else f" (from ${LIBRARY_ENV})")
+            raise LibraryNotFound(f"Could not load {path}: {e}{hint}", name=path,
+                                  path=path) from None
+        for name, (restype, argtypes) in PROTOTYPES.items():
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                raise LibraryNotFound(f"{path} has no {name}: it is older than this rocmmem "
+                                      f"package", name=path, path=path) from None
+            fn.restype = restype
+            fn.argtypes = argtypes
+        # rocmmem_metrics' text is freed with the C library's free().
+        libc = ctypes.CDLL(None)
+        libc.free.restype = None
+        libc.free.argtypes = [c_void_p]
+        _libc = libc
+        _lib = lib
+        return lib
+
+
+def free(ptr):
+    """Frees memory librocmmem allocated for the caller (rocmmem_metrics' text)."""
+    _libc.free(ptr)
+
+
+def text(value):
+    """A C string from the library as str (None for NULL); bytes that are not UTF-8 escaped."""
+    if value is None:
+        return None
+    return value.decode("utf-8", "backslashreplace")

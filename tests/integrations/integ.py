@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: MIT
+"""Shared fixture of the integration tests: a real rocmmemd (tests/cli/daemon.py's) and the
+paths of the stand-ins, the rocmmem package and the ComfyUI node package.
+
+CTest sets ROCMMEMD, ROCMMEMCTL, ROCMMEM_LIBRARY and PYTHONPATH; run by hand, this module
+adds the source paths itself, and the binaries must be set as for tests/cli.
+"""
+import importlib.util
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+STANDINS = os.path.join(HERE, "standins")
+PACKAGE = os.path.join(ROOT, "client", "python")
+NODES = os.path.join(ROOT, "integrations", "comfyui")
+NODE_PACKAGE = os.path.join(NODES, "rocmmem_comfyui")
+CLI = os.path.join(ROOT, "tests", "cli")
+PYTHON = sys.executable
+
+for _path in (STANDINS, PACKAGE, NODES):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+
+def _load_cli_fixture():
+    """tests/cli/daemon.py, under a name of its own (a module named daemon may be installed)."""
+    spec = importlib.util.spec_from_file_location("rocmmem_cli_daemon",
+                                                  os.path.join(CLI, "daemon.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_cli = _load_cli_fixture()
+GRANULE, MiB, CliTestCase, clean_env = _cli.GRANULE, _cli.MiB, _cli.CliTestCase, _cli.clean_env
+poll_until, rocmmemctl_bin, run, Background = (_cli.poll_until, _cli.rocmmemctl_bin, _cli.run,
+                                                _cli.Background)
+
+
+def round_up(n, granule=GRANULE):
+    return -(-n // granule) * granule
+
+
+def child_env(sock, pythonpath=(STANDINS, PACKAGE, NODES), **overrides):
+    """The environment of a child process: the socket, the stand-ins and the packages."""
+    return clean_env(ROCMMEM_SOCKET=sock, PYTHONPATH=os.pathsep.join(pythonpath),
+                     PYTHONDONTWRITEBYTECODE="1", **overrides)
+
+
+class IntegrationTestCase(CliTestCase):
+    """A private directory and socket per test (start_daemon() from CliTestCase); the
+    process's own ROCMMEM_SOCKET points at it for the test's length."""
+
+    def setUp(self):
+        super().setUp()
+        old = os.environ.get("ROCMMEM_SOCKET")
+        os.environ["ROCMMEM_SOCKET"] = self.sock
+        self.addCleanup(self._restore_socket, old)
+
+    @staticmethod
+    def _restore_socket(old):
+        if old is None:
+            os.environ.pop("ROCMMEM_SOCKET", None)
+        else:
+            os.environ["ROCMMEM_SOCKET"] = old
+
+    def models_by_name(self):
+        return {m["name"]: m for m in self.status()["models"]}
