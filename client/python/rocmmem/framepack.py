@@ -41,9 +41,9 @@ import collections
 import errno
 import os
 import threading
-import weakref
 
 import rocmmem
+from . import _holding
 from .sizes import format_size
 
 __all__ = ["cpu", "gpu", "gpu_complete_modules", "DynamicSwapInstaller",
@@ -212,42 +212,28 @@ def _fmt(n):
 
 # --- the daemon's side ---------------------------------------------------------------------
 
-class _Entry:
+class _Entry(_holding.Slot):
     """One model this module registered: its handle and what this process did with it."""
 
     def __init__(self, model, device, name, model_class, priority, size, budget):
-        try:
-            self.ref = weakref.ref(model)
-        except TypeError:
-            self.ref = lambda model=model: model
-        self.handle = None  # the rocmmem.Model, registered on the first hold
-        self.device = device
-        self.name = name
-        self.model_class = model_class
-        self.priority = priority
+        super().__init__(model, device, name, model_class, budget, priority=priority)
         self.size = size  # the model's bytes, parameters and buffers
-        self.budget = budget  # the device's, when the model was first seen
-        self.registered = 0  # what an acquire reserves when it is not resident
-        self.reserved = 0  # what the daemon holds for it, as far as this process knows
         self.loaded = 0  # bytes this module moved to the GPU
         self.moved = set()  # ids of the submodules moved by a partial load
         self.complete = False  # the whole model is on the GPU
-        self.held = False  # acquired by this module
 
 
-class _Residency:
+class _Residency(_holding.Holdings):
     """The connection to rocmmemd and the models registered through it."""
 
     def __init__(self, client):
-        self.client = client
-        self.entries = {}  # id(model) -> _Entry
-        self.by_id = {}  # model id -> _Entry
-        self.preserve = {}  # device -> bytes for the next model loaded as complete there
         timeout = os.environ.get("ROCMMEM_FRAMEPACK_TIMEOUT", "3600")
         try:
-            self.timeout = float(timeout)
+            timeout = float(timeout)
         except ValueError:
-            self.timeout = 3600.0
+            timeout = 3600.0
+        super().__init__(client, _lock, timeout)
+        self.preserve = {}  # device -> bytes for the next model loaded as complete there
 
     # -- the daemon's view
 
@@ -285,74 +271,6 @@ class _Residency:
         with _lock:
             self.entries[key] = e
         return e
-
-    def forget(self, e):
-        with _lock:
-            self.entries.pop(next((k for k, v in self.entries.items() if v is e), None), None)
-            if e.handle is not None:
-                self.by_id.pop(e.handle.id, None)
-        if e.handle is not None:
-            try:
-                e.handle.unregister()
-            except rocmmem.Error:
-                pass
-
-    # -- holding
-
-    def hold(self, e, target):
-        """Makes e in use with target bytes reserved (its weights and the memory preserved
-        beside them), waiting while the daemon makes room.
-
-        One request, made while this module holds nothing else in use (FramePack's order),
-        so that two processes never each hold what the other waits for: a model that is not
-        resident is acquired whole (registered anew first when it needs more than it was
-        registered with: the daemon's acquire reserves the registered size), a resident one
-        is grown while still idle and then acquired, which marks it in use at once.
-        """
-        target = max(1, min(target, e.budget))
-        if not e.held:
-            if e.reserved == 0 and target > e.registered:
-                self.register(e, target)
-            elif 0 < e.reserved < target:
-                e.handle.resize(target, timeout=self.timeout)
-                e.reserved = target
-            e.handle.acquire(timeout=self.timeout)
-            e.held = True
-            if e.reserved == 0:
-                # It was not resident (or was evicted since the resize: on_evict zeroed it):
-                # the acquire reserved the registered size.
-                e.reserved = e.registered
-        if e.reserved != target:
-            # Less than registered is needed (shrinking is immediate); or, rarely, more than
-            # the acquire got.
-            e.handle.resize(target, timeout=self.timeout)
-            e.reserved = target
-
-    def register(self, e, size):
-        """Registers e's model with size, anew if it was registered already (a model that is
-        not resident holds nothing: only its id changes)."""
-        old = e.handle
-        new = self.client.register_model(e.name, size=size, model_class=e.model_class,
-                                         device=e.device, priority=e.priority,
-                                         on_evict=self.on_evict, on_revoked=self.on_revoked)
-        with _lock:
-            if old is not None:
-                self.by_id.pop(old.id, None)
-            self.by_id[new.id] = e
-            e.handle = new
-            e.registered = size
-        if old is not None:
-            try:
-                old.unregister()
-            except rocmmem.Error:
-                pass
-
-    def release(self, e):
-        """Ends this module's use of e. Its weights, and the reservation beside them, stay
-        until the daemon needs the room: then they go together."""
-        if e.held:
-            e.held = False
-            e.handle.release()
 
     # -- events (on the client's event thread, or inside a call that waits)
 

@@ -38,7 +38,6 @@ import logging
 import os
 import threading
 import time
-import weakref
 
 log = logging.getLogger("rocmmem.comfyui")
 
@@ -50,6 +49,11 @@ REQUIRED = ("load_models_gpu", "free_memory", "current_loaded_models")
 BACKOFF = 2.0  # seconds a load waits for a second model while holding the first
 
 _said = set()  # messages logged once
+
+try:  # the rocmmem package; without it nothing is hooked (install() says so)
+    from rocmmem._holding import Holdings as _Holdings, Slot as _Slot
+except Exception:
+    _Holdings = _Slot = object
 
 
 def rocmmem_error(name):
@@ -123,41 +127,28 @@ def _call(fn, default, *args):
 
 # --- state ---------------------------------------------------------------------------------
 
-class _Entry:
+class _Entry(_Slot):
     """One torch module ComfyUI loads (clones of a ModelPatcher share it) as a model of the
-    daemon."""
-
-    def __init__(self, module, device, name, model_class, budget, pinned):
-        self.ref = weakref.ref(module)
-        self.pinned = pinned  # ComfyUI keeps it on the GPU: unloading would free nothing
-        self.handle = None  # the rocmmem.Model, registered on the first hold
-        self.device = device
-        self.name = name
-        self.model_class = model_class
-        self.budget = budget  # the device's, when the model was first seen
-        self.registered = 0  # what an acquire reserves when it is not resident
-        self.reserved = 0  # what the daemon holds for it, as far as this process knows
-        self.held = False  # acquired: in the latest load_models_gpu call
+    daemon; held: acquired in the latest load_models_gpu call. pinned: ComfyUI keeps it on the
+    GPU (--highvram, --gpu-only), so unloading it would free nothing."""
 
 
-class _Hooks:
+class _Hooks(_Holdings):
     def __init__(self, mm, client, owns_client):
+        timeout = os.environ.get("ROCMMEM_COMFYUI_TIMEOUT", "600")
+        try:
+            timeout = float(timeout)
+        except ValueError:
+            timeout = 600.0
+        # The lock: ComfyUI's model management, one caller at a time.
+        super().__init__(client, threading.RLock(), timeout)
         self.mm = mm
-        self.client = client
         self.owns_client = owns_client
         self.originals = {}  # name -> original function of comfy.model_management
         self.executor = None  # (class, original execute)
-        self.lock = threading.RLock()  # ComfyUI's model management: one caller at a time
         self.tls = threading.local()  # depth: inside an original ComfyUI call
-        self.entries = {}  # id(torch module) -> _Entry
-        self.by_id = {}  # model id -> _Entry
         self.budgets = {}
         self.evictions = 0
-        timeout = os.environ.get("ROCMMEM_COMFYUI_TIMEOUT", "600")
-        try:
-            self.timeout = float(timeout)
-        except ValueError:
-            self.timeout = 600.0
 
     # -- plumbing
 
@@ -216,71 +207,14 @@ class _Hooks:
         if pinned:
             _once(logging.INFO, ("pinned", name), "ComfyUI keeps %s on the GPU (--highvram or "
                   "--gpu-only): registered pinned, rocmmemd will not evict it", name)
-        e = _Entry(module, device, name, guess_class(module), budget, pinned)
+        e = _Entry(module, device, name, guess_class(module), budget, pinned=pinned)
         self.entries[id(module)] = e
         return e
 
-    def register(self, e, size):
-        """Registers e's module with size, anew if it was registered already (a model that is
-        not resident holds nothing: only its id changes)."""
-        old = e.handle
-        new = self.client.register_model(e.name, size=size, model_class=e.model_class,
-                                         device=e.device, pinned=e.pinned,
-                                         on_evict=self.on_evict, on_revoked=self.on_revoked)
-        with self.lock:
-            if old is not None:
-                self.by_id.pop(old.id, None)
-            self.by_id[new.id] = e
-            e.handle = new
-            e.registered = size
-        log.debug("rocmmem: registered %s (%s, %d bytes) as model %d", e.name, e.model_class,
-                  size, new.id)
-        if old is not None:
-            try:
-                old.unregister()
-            except Exception as err:
-                log.debug("rocmmem: unregister %s: %s", e.name, err)
-
-    def forget(self, e):
-        for key, v in list(self.entries.items()):
-            if v is e:
-                del self.entries[key]
-        if e.handle is not None:
-            self.by_id.pop(e.handle.id, None)
-            try:
-                e.handle.unregister()
-            except Exception as err:
-                log.debug("rocmmem: unregister %s: %s", e.name, err)
+    def quiet(self, what, e, err):
+        log.debug("rocmmem: %s %s: %s", what, e.name, err)
 
     # -- reservations (never under the lock: waiting lets the event thread unload models)
-
-    def hold(self, e, target, timeout):
-        """Acquires e with target bytes reserved, in one request: a model that is not
-        resident is acquired whole (registered anew with target first when that differs
-        from what it was registered with), a resident one is grown while still idle and then
-        acquired, which marks it in use at once."""
-        target = max(1, min(target, e.budget))
-        if not e.held:
-            if e.reserved == 0 and target != e.registered:
-                self.register(e, target)
-            elif 0 < e.reserved < target:
-                e.handle.resize(target, timeout=timeout)
-                e.reserved = target
-            e.handle.acquire(timeout=timeout)
-            e.held = True
-            if e.reserved == 0:
-                e.reserved = e.registered
-        if e.reserved < target:
-            e.handle.resize(target, timeout=timeout)
-            e.reserved = target
-
-    def release(self, e):
-        if e.held:
-            e.held = False
-            try:
-                e.handle.release()
-            except Exception as err:
-                log.debug("rocmmem: release %s: %s", e.name, err)
 
     def reserve(self, plan):
         """Releases the models no longer in use, then acquires those of plan [(entry, bytes)].
@@ -308,7 +242,8 @@ class _Hooks:
             try:
                 if remaining <= 0:
                     raise rocmmem_error("Timeout")(110, f"waited {self.timeout:g} s for room")
-                self.hold(e, target, min(BACKOFF, remaining) if holding else remaining)
+                self.hold(e, target, min(BACKOFF, remaining) if holding else remaining,
+                          shrink=False)
                 pending.pop(0)
             except Exception as err:
                 if not self.active():
