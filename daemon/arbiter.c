@@ -2,6 +2,7 @@
 /* arbiter.c: who gets memory: grants within budget, fair waiting, release and reclaim. */
 #include "arbiter.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -9,15 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adopt.h"
 #include "client.h"
 #include "events.h"
 #include "explain.h"
 #include "job.h"
 #include "log.h"
+#include "quota.h"
 #include "residency.h"
 #include "server.h"
 #include "size.h"
-#include "text.h"
 
 /* log_rules says which classes stay apart on device i, if any. */
 static void log_rules(const struct device *d)
@@ -265,6 +267,11 @@ static void free_allocation(struct arbiter *a, unsigned device, const struct bac
 	}
 }
 
+void arbiter_free_allocation(struct arbiter *a, unsigned device, const struct backend_alloc *alloc)
+{
+	free_allocation(a, device, alloc);
+}
+
 /* released tells the log and subscribers that l is going back (how: "released", "reclaimed"). */
 static void released(struct arbiter *a, const struct lease *l, enum log_level level,
 		     const char *how)
@@ -290,6 +297,7 @@ void arbiter_lease_destroy(struct arbiter *a, struct lease *l)
 
 	if (l->model)
 		l->model->lease_bytes -= l->size;
+	adopt_lease_gone(a, l);
 	lease_table_remove(&a->leases, l);
 	TAILQ_REMOVE(&c->leases, l, client_link);
 	c->lease_count--;
@@ -370,6 +378,8 @@ static void grant_done(struct job *job)
 			     job->why[0] ? job->why : strerror(-job->err));
 		if (job->err == -ENODEV)
 			arbiter_device_lost(a, d->index, job->why[0] ? job->why : "device gone");
+		/* The charge is free again: a request queued behind this one may fit now. */
+		arbiter_pump(a);
 		goto out;
 	}
 	if (c->closing || d->lost) {
@@ -400,6 +410,7 @@ static void grant_done(struct job *job)
 	c->lease_count++;
 	c->leased_bytes += l->size;
 	c->device_bytes[d->index] += l->size;
+	adopt_lease_granted(a, l);
 	a->counters.grants++;
 	{
 		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED,
@@ -560,28 +571,12 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	struct waiter w;
 	uint64_t size;
 
-	if (!req->has_size || req->size == 0) {
-		client_reply_error(c, request_id, -EINVAL, "lease size must be larger than 0");
-		return;
-	}
-	if (dev >= a->ndevices) {
-		client_reply_error(
-		    c, request_id, -ENODEV,
-		    "no device %u: this daemon manages %u device(s), numbered from 0", dev,
-		    a->ndevices);
-		return;
-	}
+	/* dispatch checked the size, the device index and the tag (validate_request). */
+	assert(req->has_size && req->size > 0 && dev < a->ndevices);
 	d = &a->devices[dev];
 	if (d->lost) {
 		client_reply_error(c, request_id, -ENODEV, "device %u (%s) is unusable: %s", dev,
 				   d->name, d->lost_reason);
-		return;
-	}
-	if (req->tag && !text_is_clean(req->tag, ROCMMEM_NAME_MAX)) {
-		client_reply_error(c, request_id, -EINVAL,
-				   "lease tag must be at most %u bytes of UTF-8 without control "
-				   "characters",
-				   ROCMMEM_NAME_MAX);
 		return;
 	}
 	if (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget) {
@@ -592,9 +587,11 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		return;
 	}
 	if (c->lease_count + c->jobs >= lim->max_leases) {
-		client_reply_error(c, request_id, -EDQUOT,
-				   "this connection already holds %u leases, the most allowed",
-				   lim->max_leases);
+		quota_hit(a->server, LIMIT_LEASES, NULL);
+		client_reply_error(
+		    c, request_id, -EDQUOT,
+		    "this connection already holds %u leases, the most allowed (leases)",
+		    lim->max_leases);
 		return;
 	}
 	memset(&w, 0, sizeof(w));
@@ -602,9 +599,19 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	if (req->has_model_id && req->model_id != 0) {
 		/* A lease tagged with a model counts towards it: the owner's model, this device. */
 		w.model = residency_find(a, req->model_id);
-		if (!w.model || w.model->owner != c) {
-			client_reply_error(c, request_id, w.model ? -EPERM : -ENOENT,
+		if (!w.model) {
+			client_reply_error(c, request_id, -ENOENT,
 					   "no model %" PRIu64 " of this client's", req->model_id);
+			return;
+		}
+		if (w.model->owner != c) {
+			char who[128];
+
+			access_refuse(c, request_id,
+				      "no model %" PRIu64 " of this client's: model %" PRIu64
+				      " '%s' belongs to %s",
+				      req->model_id, req->model_id, w.model->name,
+				      client_label(w.model->owner, who, sizeof(who)));
 			return;
 		}
 		if (w.model->device != dev) {
@@ -639,6 +646,9 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 				   d->index, d->name, d->lost_reason);
 		return;
 	}
+	/* Over its uid's quota, counting what it waits for: refused, whatever fits. */
+	if (quota_admit(a->server, c, t->request_id, t->size) < 0)
+		return;
 	/* Never: pinned models or this client's own in-use models stand in the way for good. */
 	err = residency_impossible(a, d, t, why, sizeof(why));
 	if (err) {
@@ -655,9 +665,10 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 		return;
 	}
 	if (c->waiter_count >= lim->max_pending) {
+		quota_hit(a->server, LIMIT_PENDING, NULL);
 		client_reply_error(
 		    c, t->request_id, -EBUSY,
-		    "this connection already has %u requests waiting, the most allowed",
+		    "this connection already has %u requests waiting, the most allowed (pending)",
 		    lim->max_pending);
 		return;
 	}
@@ -694,18 +705,16 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	struct lease *l = lease_table_find(&a->leases, lease_id);
-	char who[128], owner[128];
+	char owner[128];
 
 	if (!l) {
 		client_reply_error(c, request_id, -ENOENT, "no lease %" PRIu64, lease_id);
 		return;
 	}
 	if (l->owner != c) {
-		log_warn("refused %s the release of lease %" PRIu64 ", which belongs to %s",
-			 client_label(c, who, sizeof(who)), lease_id,
-			 client_label(l->owner, owner, sizeof(owner)));
-		client_reply_error(c, request_id, -EPERM, "lease %" PRIu64 " belongs to %s",
-				   lease_id, client_label(l->owner, owner, sizeof(owner)));
+		access_refuse(c, request_id,
+			      "lease %" PRIu64 " belongs to %s: only its owner may release it",
+			      lease_id, client_label(l->owner, owner, sizeof(owner)));
 		return;
 	}
 	released(a, l, LOG_LEVEL_INFO, "released");
@@ -865,13 +874,7 @@ void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool
 {
 	struct trim_request *t;
 
-	if (!all_devices && device >= a->ndevices) {
-		client_reply_error(
-		    c, request_id, -ENODEV,
-		    "no device %u: this daemon manages %u device(s), numbered from 0", device,
-		    a->ndevices);
-		return;
-	}
+	assert(all_devices || device < a->ndevices); /* validate_request */
 	/*
 	 * One trim per device at a time: the replies come later, so backpressure would not stop
 	 * a client that pipelines trims from queueing runtime calls without bound.

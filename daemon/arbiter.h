@@ -13,6 +13,7 @@
 #include "lease.h"
 #include "rocmmem.pb-c.h"
 
+struct adopt;
 struct client;
 struct server;
 
@@ -50,6 +51,7 @@ struct arbiter {
 	struct counters counters;
 	struct denials denials; /* the latest refusals, for status */
 	uint64_t next_waiter_seq;
+	struct adopt *adopt; /* records for a successor, and what a predecessor left (adopt.c) */
 	bool pumping;
 	bool pump_again;
 };
@@ -100,6 +102,12 @@ void arbiter_pump(struct arbiter *a);
 
 /* arbiter_lease_destroy takes a lease from its owner and frees its memory. */
 void arbiter_lease_destroy(struct arbiter *a, struct lease *l);
+
+/*
+ * arbiter_free_allocation hands an allocation back to the backend (off the loop when it
+ * blocks) and uncharges it from device once freed, as for a released lease.
+ */
+void arbiter_free_allocation(struct arbiter *a, unsigned device, const struct backend_alloc *alloc);
 
 /* arbiter_auto_trim trims a device by itself when memory is tight there. */
 void arbiter_auto_trim(struct arbiter *a, struct device *d);

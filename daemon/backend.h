@@ -86,6 +86,17 @@ struct backend_ops {
 	int (*trim)(struct backend *b, unsigned index, uint64_t *released);
 	/* meminfo reads the runtime's view of a device (may be NULL: host memory). */
 	int (*meminfo)(struct backend *b, unsigned index, struct backend_meminfo *out);
+	/*
+	 * adopt takes over memory that a client re-declared after a restart of the daemon
+	 * (daemon/adopt.c checked it against the record first). In: a->handle_kind, a->size,
+	 * a->fds (a->nfds of them, owned by the call from then on: kept or closed) and, for VMM
+	 * memory, a->nchunks and a->chunk_sizes. It imports them with the runtime and checks that
+	 * each is memory of device index of its chunk's size, then fills a as alloc would, so
+	 * that release frees it. Returns 0, or a negative errno with nothing held (every fd
+	 * closed) and the reason in why. NULL: the backend cannot adopt anything.
+	 */
+	int (*adopt)(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+		     size_t why_len);
 };
 
 struct backend {

@@ -12,15 +12,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "adopt.h"
 #include "arbiter.h"
 #include "events.h"
 #include "feed.h"
 #include "log.h"
 #include "metrics.h"
+#include "quota.h"
 #include "residency.h"
 #include "server.h"
 #include "size.h"
 #include "text.h"
+#include "validate.h"
 #include "wire.h"
 
 /* A packet that could not be sent at once, waiting for the socket to drain. */
@@ -57,7 +60,8 @@ static void default_name(struct client *c)
 		return;
 	n = read(fd, comm, sizeof(comm) - 1);
 	close(fd);
-	if (n <= 0)
+	/* Gone meanwhile: the pid may be another process's by now, and so the name. */
+	if (n <= 0 || access_peer_gone(&c->peer))
 		return;
 	comm[n] = '\0';
 	comm[strcspn(comm, "\n")] = '\0';
@@ -83,40 +87,50 @@ static void set_poll_events(struct client *c, int events)
 	uv_poll_start(&c->poll, events, on_poll);
 }
 
-int client_create(struct server *s, int fd, struct client **out)
+int client_create(struct server *s, int fd, struct peer *peer, struct client **out)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
 	struct client *c;
 	int err;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		return -errno;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->server = s;
 	c->fd = fd;
-	c->pid = cred.pid;
-	c->uid = cred.uid;
-	c->gid = cred.gid;
+	c->pid = peer->pid;
+	c->uid = peer->uid;
+	c->gid = peer->gid;
 	c->id = s->next_client_id++;
 	c->connected_ms = uv_now(s->loop);
 	TAILQ_INIT(&c->leases);
 	TAILQ_INIT(&c->waiters);
 	TAILQ_INIT(&c->models);
 	TAILQ_INIT(&c->outq);
-	err = uv_poll_init(s->loop, &c->poll, fd);
+	err = quota_attach(&s->quota, c);
 	if (err) {
 		free(c);
 		return err;
 	}
+	err = uv_poll_init(s->loop, &c->poll, fd);
+	if (err) {
+		quota_detach(&s->quota, c);
+		free(c);
+		return err;
+	}
+	/* Ours from here on: the caller's copy is left empty. */
+	c->peer = *peer;
+	peer->groups = NULL;
+	peer->ngroups = 0;
+	peer->pidfd = -1;
 	c->poll.data = c;
 	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
 	TAILQ_INSERT_TAIL(&s->clients, c, link);
 	s->client_count++;
-	log_debug("connection %" PRIu64 " accepted from pid %d uid %u gid %u", c->id, (int)c->pid,
-		  (unsigned)c->uid, (unsigned)c->gid);
+	handshake_begin(&s->handshake, c);
+	log_debug("connection %" PRIu64 " accepted from pid %d uid %u gid %u (%u more group(s); "
+		  "pidfd: %s)",
+		  c->id, (int)c->pid, (unsigned)c->uid, (unsigned)c->gid, c->peer.ngroups,
+		  access_pidfd_name(c->peer.pidfd_from));
 	*out = c;
 	return 0;
 }
@@ -168,6 +182,8 @@ void client_destroy(struct client *c)
 	c->closing = true;
 	TAILQ_REMOVE(&s->clients, c, link);
 	s->client_count--;
+	handshake_end(&s->handshake, c);
+	quota_detach(&s->quota, c);
 	feed_client_gone(&s->feed, c);
 	arbiter_client_gone(&s->arbiter, c);
 	free_outq(c);
@@ -186,6 +202,8 @@ void client_destroy(struct client *c)
 			event_emit(s, &e, LOG_LEVEL_INFO, "client %s disconnected",
 				   client_label(c, label, sizeof(label)));
 	}
+	/* The process is nothing to the daemon any more: its pidfd goes with the connection. */
+	access_forget(&c->peer);
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_closed);
 }
@@ -224,7 +242,8 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 	}
 	footprint = sizeof(*m) + nfds * sizeof(int) + len;
 	if (c->out_bytes + footprint > c->server->limits.max_queued_out) {
-		client_kick(c, "it does not read its replies");
+		quota_hit(c->server, LIMIT_QUEUED, NULL);
+		client_kick(c, "it does not read its replies (queued)");
 		return -ENOBUFS;
 	}
 	m = malloc(footprint);
@@ -332,6 +351,9 @@ int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, 
 }
 
 static void reply_errorv(struct client *c, uint64_t id, int err, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+static void reply_errorv(struct client *c, uint64_t id, int err, const char *fmt, va_list ap)
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	char text[1024];
@@ -388,33 +410,19 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	Rocmmem__Wire__HelloReply body = ROCMMEM__WIRE__HELLO_REPLY__INIT;
 	struct server *s = c->server;
-	char label[128];
+	char label[128], why[256];
+	int err = validate_hello(hello, why, sizeof(why));
 
-	if (!hello->has_protocol_version) {
-		protocol_error(c, id, -EPROTO, "hello carries no protocol version");
+	if (err) {
+		protocol_error(c, id, err, "%s", why);
 		return;
 	}
-	if (hello->protocol_version != ROCMMEM_PROTOCOL_VERSION) {
-		protocol_error(c, id, -EPROTONOSUPPORT,
-			       "protocol version %u is not supported: this rocmmemd %s speaks "
-			       "version %u",
-			       hello->protocol_version, ROCMMEM_VERSION_STRING,
-			       ROCMMEM_PROTOCOL_VERSION);
-		return;
-	}
-	if (hello->client_name && hello->client_name[0]) {
-		if (!text_is_clean(hello->client_name, ROCMMEM_NAME_MAX)) {
-			protocol_error(c, id, -EINVAL,
-				       "client name must be at most %u bytes of UTF-8 without "
-				       "control characters",
-				       ROCMMEM_NAME_MAX);
-			return;
-		}
+	if (hello->client_name && hello->client_name[0])
 		snprintf(c->name, sizeof(c->name), "%s", hello->client_name);
-	} else {
+	else
 		default_name(c);
-	}
 	c->greeted = true;
+	handshake_end(&s->handshake, c);
 	body.has_protocol_version = true;
 	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	body.daemon_version = (char *)ROCMMEM_VERSION_STRING;
@@ -422,7 +430,7 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	body.has_device_count = true;
 	body.device_count = s->arbiter.ndevices;
 	body.has_max_frame = true;
-	body.max_frame = WIRE_MAX_FRAME;
+	body.max_frame = s->limits.max_message;
 	body.has_client_id = true;
 	body.client_id = c->id;
 	reply.has_id = true;
@@ -468,6 +476,8 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 {
 	struct server *s = c->server;
 	uint64_t id = msg->id;
+	char why[256];
+	int err;
 
 	/* Draining: only what gives memory back is served. */
 	if (s->stopping && !server_stop_allows(msg->body_case)) {
@@ -475,18 +485,21 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 				   "the daemon is stopping: it only takes releases now");
 		return;
 	}
-	switch (msg->body_case) {
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO:
+	if (msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO) {
 		protocol_error(c, id, -EPROTO, "hello sent twice");
-		break;
+		return;
+	}
+	/* What the request says about itself; the handlers check it against the daemon's state. */
+	err = validate_request(msg, s->arbiter.ndevices, why, sizeof(why));
+	if (err) {
+		client_reply_error(c, id, err, "%s", why);
+		return;
+	}
+	switch (msg->body_case) {
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE:
 		arbiter_acquire(&s->arbiter, c, id, msg->lease_acquire);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE:
-		if (!msg->lease_release->has_lease_id) {
-			client_reply_error(c, id, -EINVAL, "lease release names no lease id");
-			break;
-		}
 		arbiter_release(&s->arbiter, c, id, msg->lease_release->lease_id);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS:
@@ -527,14 +540,17 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
 		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);
 		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE:
+		adopt_lease_redeclare(&s->arbiter, c, id, msg->lease_redeclare, NULL, 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REDECLARE:
+		adopt_model_redeclare(&s->arbiter, c, id, msg->model_redeclare);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_REDECLARE_DONE:
+		adopt_redeclare_done(&s->arbiter, c, id);
+		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_METRICS:
 		metrics_reply(c, id);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY__NOT_SET:
-		/* A newer client's request: refuse it and keep serving the connection. */
-		client_reply_error(c, id, -EOPNOTSUPP,
-				   "unknown request type: this rocmmemd %s does not know it",
-				   ROCMMEM_VERSION_STRING);
 		break;
 	default:
 		client_reply_error(c, id, -EOPNOTSUPP,
@@ -556,7 +572,11 @@ static void handle_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 		return;
 	}
 	id = msg->has_id ? msg->id : 0;
-	if (nfds > 0) {
+	if (nfds > 0 && id != 0 && c->greeted &&
+	    msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE) {
+		/* The one request that carries descriptors: memory held across a restart. */
+		adopt_lease_redeclare(&c->server->arbiter, c, id, msg->lease_redeclare, fds, nfds);
+	} else if (nfds > 0) {
 		/* No request takes descriptors: close them so they cannot pile up here. */
 		wire_close_fds(fds, nfds);
 		protocol_error(c, id, -EBADMSG,
@@ -590,7 +610,7 @@ static void read_packets(struct client *c)
 		}
 		if (reading_paused(c))
 			return;
-		n = wire_recv(c->fd, c->server->rx, sizeof(c->server->rx), fds, &nfds,
+		n = wire_recv(c->fd, c->server->rx, c->server->limits.max_message, fds, &nfds,
 			      MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			return;
@@ -599,8 +619,10 @@ static void read_packets(struct client *c)
 			return;
 		}
 		if (n == -EMSGSIZE) {
-			protocol_error(c, 0, -EMSGSIZE, "packet larger than %u bytes",
-				       WIRE_MAX_FRAME);
+			quota_hit(c->server, LIMIT_MESSAGE_SIZE, NULL);
+			protocol_error(c, 0, -EMSGSIZE,
+				       "packet larger than %u bytes (message_size)",
+				       c->server->limits.max_message);
 			return;
 		}
 		if (n == -EBADMSG) {

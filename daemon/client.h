@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "access.h"
 #include "backend.h"
 #include "feed.h"
 #include "lease.h"
@@ -53,10 +54,19 @@ struct client {
 	unsigned jobs;	    /* backend jobs in flight for this client: they keep it allocated */
 	bool handle_closed; /* libuv is done with the poll handle */
 	TAILQ_ENTRY(client) link;
+	struct peer peer;	      /* who connected: groups, pidfd (access.h) */
+	struct uid_account *account;  /* its uid's connections (quota.h) */
+	TAILQ_ENTRY(client) uid_link; /* ... of which it is one */
+	bool in_handshake;	      /* has not said hello yet (handshake.h) */
+	TAILQ_ENTRY(client) handshake_link;
 };
 
-/* client_create takes ownership of a connected fd and starts reading. Returns 0 or -errno. */
-int client_create(struct server *s, int fd, struct client **out);
+/*
+ * client_create takes ownership of a connected fd and of its peer's identity (access_identify;
+ * peer is left empty) and starts reading. Returns 0 or -errno (the fd and peer stay the
+ * caller's).
+ */
+int client_create(struct server *s, int fd, struct peer *peer, struct client **out);
 
 /*
  * client_destroy reclaims everything the client holds at once and closes the connection; the

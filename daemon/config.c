@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "size.h"
 
 int config_default_path(char *buf, size_t len)
@@ -90,7 +91,8 @@ static char *read_line(char *str, int num, void *stream)
 /* parse_section maps a section name: "device N" gives device N; others device -1. */
 static const char *parse_section(const char *section, int *device)
 {
-	static const char *const plain[] = {"daemon", "policy", "limits", "metrics", "devices"};
+	static const char *const plain[] = {"daemon", "access",	 "policy",
+					    "limits", "metrics", "devices"};
 	unsigned long n;
 	char *end;
 
@@ -123,8 +125,8 @@ static int on_key(void *user, const char *section, const char *key, const char *
 	kind = parse_section(section, &device);
 	if (!kind) {
 		fail(r,
-		     "[%s]: unknown section (daemon, policy, limits, metrics, devices, device N "
-		     "for N below %u)",
+		     "[%s]: unknown section (daemon, access, policy, limits, metrics, devices, "
+		     "device N for N below %u)",
 		     section, BACKEND_MAX_DEVICES);
 		return 0;
 	}
@@ -140,6 +142,16 @@ static int on_key(void *user, const char *section, const char *key, const char *
 		return 0;
 	}
 	*seen = r->line;
+	/*
+	 * inih reads "key =;x" as ";x" but "key = ;x" as empty: such a value could not be written
+	 * back (--check-config), and is most likely a comment put in the wrong place.
+	 */
+	if (value[0] == ';') {
+		fail(r,
+		     "[%s] %s: a value cannot start with ';' (a comment needs a line of its own)",
+		     section, key);
+		return 0;
+	}
 	if (options_set(r->file, name->id, device, value, why, sizeof(why)) < 0) {
 		fail(r, "[%s] %s = %s: %s", section, key, value, why);
 		return 0;
@@ -264,6 +276,54 @@ static void print_policy(FILE *out, const struct size_policy *p)
 		     p->has_budget ? "ignored: budget given in the same place" : note);
 }
 
+/*
+ * print_access writes [access]: the socket's owner, group and mode as the daemon would give
+ * them (settings_socket), who may connect and who administers. The socket's defaults depend on
+ * the machine (who runs the daemon, whether the group rocmmem exists): said in comments.
+ */
+static void print_access(FILE *out, const struct options *eff)
+{
+	bool system = geteuid() == 0;
+	char v[64];
+	gid_t gid;
+
+	fprintf(out, "\n[access]\n");
+	if (eff->socket_user)
+		setting(out, eff, OPTION_SOCKET_USER, eff->socket_user);
+	else
+		fprintf(out, "; socket_user: %s, the daemon's user (default)\n",
+			access_user_name(geteuid(), v, sizeof(v)));
+	if (eff->socket_group)
+		setting(out, eff, OPTION_SOCKET_GROUP, eff->socket_group);
+	else if (!system)
+		fprintf(out, "; socket_group: %s, the daemon's group (default)\n",
+			access_group_name(getegid(), v, sizeof(v)));
+	else if (access_group_id(ACCESS_DEFAULT_GROUP, &gid, v, sizeof(v)) == 0)
+		fprintf(out, "; socket_group: " ACCESS_DEFAULT_GROUP " (default)\n");
+	else
+		fprintf(out,
+			"; socket_group: %s, as the group " ACCESS_DEFAULT_GROUP
+			" does not exist (default)\n",
+			access_group_name(getegid(), v, sizeof(v)));
+	if (eff->set & (1u << OPTION_SOCKET_MODE)) {
+		snprintf(v, sizeof(v), "%04o", eff->socket_mode);
+		setting(out, eff, OPTION_SOCKET_MODE, v);
+	} else {
+		fprintf(out, "; socket_mode: %s (default)\n", system ? "0660" : "0600");
+	}
+	if (eff->allowed_users)
+		setting(out, eff, OPTION_ALLOWED_USERS, eff->allowed_users);
+	if (eff->allowed_groups)
+		setting(out, eff, OPTION_ALLOWED_GROUPS, eff->allowed_groups);
+	if (!eff->allowed_users && !eff->allowed_groups)
+		fprintf(out, "; allowed_users, allowed_groups: anyone who can open the socket "
+			     "(default)\n");
+	if (eff->admin_group)
+		setting(out, eff, OPTION_ADMIN_GROUP, eff->admin_group);
+	else
+		fprintf(out, "; admin_group: none, only root administers (default)\n");
+}
+
 void config_print(const struct options *eff, const char *socket_path, const char *path, FILE *out)
 {
 	char v[64];
@@ -281,6 +341,9 @@ void config_print(const struct options *eff, const char *socket_path, const char
 	setting(out, eff, OPTION_LOG_LEVEL, log_level_name(eff->log_level));
 	setting(out, eff, OPTION_SHUTDOWN_TIMEOUT,
 		seconds_text(eff->shutdown_timeout_ms, v, sizeof(v)));
+	setting(out, eff, OPTION_RESTART_GRACE, seconds_text(eff->restart_grace_ms, v, sizeof(v)));
+
+	print_access(out, eff);
 
 	fprintf(out, "\n[policy]\n");
 	setting(out, eff, OPTION_EVICT_DEADLINE,
@@ -302,6 +365,16 @@ void config_print(const struct options *eff, const char *socket_path, const char
 	snprintf(v, sizeof(v), "%u", eff->max_leases);
 	setting(out, eff, OPTION_MAX_LEASES, v);
 	setting(out, eff, OPTION_MAX_QUEUED, size_text(eff->max_queued, v, sizeof(v)));
+	snprintf(v, sizeof(v), "%u", eff->max_clients_per_uid);
+	setting(out, eff, OPTION_MAX_CLIENTS_PER_UID, v);
+	setting(out, eff, OPTION_MAX_BYTES_PER_UID,
+		eff->max_bytes_per_uid ? size_text(eff->max_bytes_per_uid, v, sizeof(v))
+				       : "unlimited");
+	setting(out, eff, OPTION_MAX_MESSAGE, size_text(eff->max_message, v, sizeof(v)));
+	setting(out, eff, OPTION_HANDSHAKE_TIMEOUT,
+		seconds_text(eff->handshake_timeout_ms, v, sizeof(v)));
+	snprintf(v, sizeof(v), "%u", eff->max_subscribers);
+	setting(out, eff, OPTION_MAX_SUBSCRIBERS, v);
 
 	fprintf(out, "\n[metrics]\n");
 	if (eff->metrics_textfile) {

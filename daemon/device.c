@@ -106,6 +106,28 @@ void device_unreserve(struct device *dev, uint64_t bytes)
 	dev->reserved -= bytes;
 }
 
+void device_hold(struct device *dev, uint64_t bytes)
+{
+	dev->leased += bytes;
+}
+
+void device_hold_to_lease(struct device *dev, uint64_t bytes)
+{
+	assert(dev->leased >= bytes);
+	dev->leases++;
+}
+
+void device_unhold(struct device *dev, uint64_t bytes)
+{
+	assert(dev->leased >= bytes);
+	dev->leased -= bytes;
+}
+
+void device_hold_reserved(struct device *dev, uint64_t bytes)
+{
+	dev->reserved += bytes;
+}
+
 uint64_t device_external(const struct device *dev)
 {
 	uint64_t used;

@@ -86,6 +86,17 @@ void device_reserve(struct device *dev, uint64_t bytes);
 void device_unreserve(struct device *dev, uint64_t bytes);
 
 /*
+ * After a restart (daemon/adopt.c): memory its holders may re-declare is accounted from the
+ * start, possibly beyond the budget (it exists whatever the budget says), as leased bytes that
+ * are no lease yet (device_hold) or reserved bytes (device_hold_reserved). device_hold_to_lease
+ * makes held bytes a lease (released later by device_uncharge), device_unhold forgets them.
+ */
+void device_hold(struct device *dev, uint64_t bytes);
+void device_hold_to_lease(struct device *dev, uint64_t bytes);
+void device_unhold(struct device *dev, uint64_t bytes);
+void device_hold_reserved(struct device *dev, uint64_t bytes);
+
+/*
  * device_largest_grantable returns the largest request the device could grant now: its free
  * budget, capped by what the runtime reports free when sampled, rounded down to the granule.
  * A request arriving now still waits behind any queued before it.

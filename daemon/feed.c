@@ -15,6 +15,7 @@
 #include "client.h"
 #include "events.h"
 #include "log.h"
+#include "quota.h"
 #include "report.h"
 #include "server.h"
 #include "text.h"
@@ -480,6 +481,8 @@ static void drop_subscription(struct feed *f, struct client *c)
 {
 	struct subscription *sub = &c->sub;
 
+	if (sub->samples || sub->events)
+		f->nsubscribers--;
 	if (sub->samples) {
 		TAILQ_REMOVE(&f->samplers, c, sub.sample_link);
 		f->nsamplers--;
@@ -514,18 +517,7 @@ void feed_subscribe(struct feed *f, struct client *c, uint64_t request_id,
 	bool events = req->has_events && req->events;
 	struct subscription *sub = &c->sub;
 
-	if (!samples && !events) {
-		client_reply_error(c, request_id, -EINVAL,
-				   "subscribe to samples, events or both (to stop, unsubscribe)");
-		return;
-	}
-	if (samples && (!req->has_interval_ms || req->interval_ms < FEED_MIN_INTERVAL_MS ||
-			req->interval_ms > FEED_MAX_INTERVAL_MS)) {
-		client_reply_error(c, request_id, -EINVAL,
-				   "the sample interval must be %u to %u ms", FEED_MIN_INTERVAL_MS,
-				   FEED_MAX_INTERVAL_MS);
-		return;
-	}
+	/* dispatch checked that it asks for something, at an interval in range (validate.c). */
 	if (events && !f->ring) {
 		f->ring = calloc(FEED_RING, sizeof(*f->ring));
 		if (!f->ring) {
@@ -535,6 +527,18 @@ void feed_subscribe(struct feed *f, struct client *c, uint64_t request_id,
 	}
 	if (!f->running) {
 		client_reply_error(c, request_id, -ESHUTDOWN, "the daemon is stopping");
+		return;
+	}
+	/* A second Subscribe replaces the first: only a new subscriber counts. */
+	if (!sub->samples && !sub->events && f->nsubscribers >= f->server->limits.max_subscribers) {
+		char label[128];
+
+		quota_hit(f->server, LIMIT_SUBSCRIBERS, "refused %s a subscription: %u subscribers",
+			  client_label(c, label, sizeof(label)), f->nsubscribers);
+		client_reply_error(c, request_id, -EUSERS,
+				   "too many subscribers: the daemon feeds at most %u at once "
+				   "(subscribers)",
+				   f->server->limits.max_subscribers);
 		return;
 	}
 	drop_subscription(f, c);
@@ -551,6 +555,7 @@ void feed_subscribe(struct feed *f, struct client *c, uint64_t request_id,
 		TAILQ_INSERT_TAIL(&f->listeners, c, sub.event_link);
 		f->nlisteners++;
 	}
+	f->nsubscribers++;
 	reply_subscribed(c, request_id, samples ? sub->interval_ms : 0);
 	retune_hardware(f);
 	arm_samples(f, 0);

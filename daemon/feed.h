@@ -62,6 +62,7 @@ struct feed {
 	struct feed_clients listeners;
 	unsigned nsamplers;
 	unsigned nlisteners;
+	unsigned nsubscribers;	/* connections subscribed to samples, events or both */
 	struct feed_slot *ring; /* FEED_RING slots, allocated with the first listener */
 	uint64_t published;	/* events numbered so far: event k is ring[k % FEED_RING] */
 	uint8_t *sample;	/* the packed sample of the current round */
@@ -82,7 +83,7 @@ void feed_finish(struct feed *f);
 /*
  * feed_subscribe starts (or replaces) c's subscription: samples every interval_ms (10 ms to
  * 60 s), events, or both. Replies with the interval in effect; the first sample follows at
- * once. Bad requests get -EINVAL.
+ * once. Bad requests get -EINVAL; a new subscriber beyond limits.max_subscribers -EUSERS.
  */
 void feed_subscribe(struct feed *f, struct client *c, uint64_t request_id,
 		    const Rocmmem__Wire__Subscribe *req);

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a reserved slot holds: not NULL (a tombstone), never an item. */
+static char reserved_marker;
+#define RESERVED ((void *)&reserved_marker)
+
 void idtable_init(struct idtable *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -48,26 +52,45 @@ static void compact(struct idtable *t)
 	t->len = out;
 }
 
-int idtable_add(struct idtable *t, void *item, uint64_t *id)
+/* make_room ensures one more slot fits at the end. Returns 0 or -ENOMEM. */
+static int make_room(struct idtable *t)
 {
-	if (t->len == t->cap) {
-		if (t->len > 2 * t->count + 16) {
-			compact(t);
-		} else {
-			size_t cap = t->cap ? t->cap * 2 : 64;
-			struct idtable_slot *s = realloc(t->slots, cap * sizeof(*s));
+	if (t->len < t->cap)
+		return 0;
+	if (t->len > 2 * t->count + 16) {
+		compact(t);
+	} else {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct idtable_slot *s = realloc(t->slots, cap * sizeof(*s));
 
-			if (!s)
-				return -ENOMEM;
-			t->slots = s;
-			t->cap = cap;
-		}
+		if (!s)
+			return -ENOMEM;
+		t->slots = s;
+		t->cap = cap;
 	}
-	*id = t->next_id++;
-	t->slots[t->len].id = *id;
+	return 0;
+}
+
+/* append adds a slot for id, which is at least next_id. */
+static int append(struct idtable *t, uint64_t id, void *item)
+{
+	if (make_room(t) < 0)
+		return -ENOMEM;
+	t->slots[t->len].id = id;
 	t->slots[t->len].item = item;
 	t->len++;
 	t->count++;
+	t->next_id = id + 1;
+	return 0;
+}
+
+int idtable_add(struct idtable *t, void *item, uint64_t *id)
+{
+	int err = append(t, t->next_id, item);
+
+	if (err)
+		return err;
+	*id = t->next_id - 1;
 	return 0;
 }
 
@@ -75,7 +98,9 @@ void *idtable_find(const struct idtable *t, uint64_t id)
 {
 	size_t i = lower_bound(t, id);
 
-	return i < t->len && t->slots[i].id == id ? t->slots[i].item : NULL;
+	if (i < t->len && t->slots[i].id == id && t->slots[i].item != RESERVED)
+		return t->slots[i].item;
+	return NULL;
 }
 
 void *idtable_next(const struct idtable *t, uint64_t after_id, uint64_t *id)
@@ -83,7 +108,7 @@ void *idtable_next(const struct idtable *t, uint64_t after_id, uint64_t *id)
 	if (after_id == UINT64_MAX)
 		return NULL;
 	for (size_t i = lower_bound(t, after_id + 1); i < t->len; i++) {
-		if (t->slots[i].item) {
+		if (t->slots[i].item && t->slots[i].item != RESERVED) {
 			if (id)
 				*id = t->slots[i].id;
 			return t->slots[i].item;
@@ -96,9 +121,70 @@ void idtable_remove(struct idtable *t, uint64_t id)
 {
 	size_t i = lower_bound(t, id);
 
-	assert(i < t->len && t->slots[i].id == id && t->slots[i].item);
+	assert(i < t->len && t->slots[i].id == id && t->slots[i].item &&
+	       t->slots[i].item != RESERVED);
 	t->slots[i].item = NULL;
 	t->count--;
 	if (t->len >= 64 && t->len > 2 * t->count)
 		compact(t);
+}
+
+int idtable_reserve(struct idtable *t, uint64_t id)
+{
+	assert(id >= t->next_id && id < UINT64_MAX);
+	return append(t, id, RESERVED);
+}
+
+int idtable_fill(struct idtable *t, uint64_t id, void *item)
+{
+	size_t i = lower_bound(t, id);
+
+	if (i >= t->len || t->slots[i].id != id || t->slots[i].item != RESERVED)
+		return -ENOENT;
+	t->slots[i].item = item;
+	return 0;
+}
+
+void idtable_unreserve(struct idtable *t, uint64_t id)
+{
+	size_t i = lower_bound(t, id);
+
+	assert(i < t->len && t->slots[i].id == id && t->slots[i].item == RESERVED);
+	t->slots[i].item = NULL;
+	t->count--;
+	if (t->len >= 64 && t->len > 2 * t->count)
+		compact(t);
+}
+
+int idtable_insert(struct idtable *t, uint64_t id, void *item)
+{
+	size_t i;
+
+	if (id == 0 || id == UINT64_MAX)
+		return -EINVAL;
+	if (id >= t->next_id)
+		return append(t, id, item);
+	i = lower_bound(t, id);
+	if (i < t->len && t->slots[i].id == id) {
+		if (t->slots[i].item)
+			return -EEXIST;
+		t->slots[i].item = item; /* a tombstone of the same id */
+		t->count++;
+		return 0;
+	}
+	if (make_room(t) < 0)
+		return -ENOMEM;
+	i = lower_bound(t, id); /* make_room may have compacted */
+	memmove(&t->slots[i + 1], &t->slots[i], (t->len - i) * sizeof(t->slots[0]));
+	t->slots[i].id = id;
+	t->slots[i].item = item;
+	t->len++;
+	t->count++;
+	return 0;
+}
+
+void idtable_skip_to(struct idtable *t, uint64_t id)
+{
+	if (id > t->next_id)
+		t->next_id = id;
 }

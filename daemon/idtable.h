@@ -19,7 +19,7 @@ struct idtable_slot {
 struct idtable {
 	struct idtable_slot *slots;
 	size_t len, cap;
-	uint64_t count; /* live items */
+	uint64_t count; /* live items and reserved ids */
 	uint64_t next_id;
 };
 
@@ -34,5 +34,31 @@ void *idtable_find(const struct idtable *t, uint64_t id);
 void *idtable_next(const struct idtable *t, uint64_t after_id, uint64_t *id);
 /* idtable_remove forgets the item with this id (which must be live). */
 void idtable_remove(struct idtable *t, uint64_t id);
+
+/*
+ * Ids a restarted daemon takes over from its predecessor (daemon/adopt.c): reserved at start,
+ * in increasing order, so that each one is found in O(log n) when its holder re-declares it
+ * and no new item is ever given it. A reserved id is not live: find and next skip it.
+ */
+
+/* idtable_reserve sets id aside; it must be at least next_id, which moves past it. Returns 0
+ * or -ENOMEM. */
+int idtable_reserve(struct idtable *t, uint64_t id);
+
+/* idtable_fill makes a reserved id live with item. Returns 0, or -ENOENT if id is not reserved. */
+int idtable_fill(struct idtable *t, uint64_t id, void *item);
+
+/* idtable_unreserve gives up a reserved id (it is never handed out). */
+void idtable_unreserve(struct idtable *t, uint64_t id);
+
+/*
+ * idtable_insert makes item live under an id of the caller's choice that is neither live nor
+ * reserved (an id below next_id costs a move of the slots above it). Returns 0, -EEXIST or
+ * -ENOMEM.
+ */
+int idtable_insert(struct idtable *t, uint64_t id, void *item);
+
+/* idtable_skip_to makes next_id at least id, so that ids below it are never handed out. */
+void idtable_skip_to(struct idtable *t, uint64_t id);
 
 #endif

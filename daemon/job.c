@@ -25,6 +25,14 @@ static void run(uv_work_t *work)
 		j->released = 0;
 		j->err = ops->trim ? ops->trim(j->backend, j->device, &j->released) : 0;
 		break;
+	case JOB_ADOPT:
+		if (!ops->adopt) {
+			backend_alloc_close_fds(&j->alloc);
+			j->err = -EOPNOTSUPP;
+			break;
+		}
+		j->err = ops->adopt(j->backend, j->device, &j->alloc, j->why, sizeof(j->why));
+		break;
 	case JOB_MEMINFO:
 		memset(&j->meminfo, 0, sizeof(j->meminfo));
 		j->err = ops->meminfo ? ops->meminfo(j->backend, j->device, &j->meminfo) : -ENOTSUP;

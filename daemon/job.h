@@ -13,6 +13,7 @@ enum job_kind {
 	JOB_RELEASE,
 	JOB_TRIM,
 	JOB_MEMINFO,
+	JOB_ADOPT, /* alloc holds the re-declared memory in, the adopted allocation out */
 };
 
 struct job;

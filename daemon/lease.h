@@ -23,6 +23,7 @@ struct lease {
 	uint64_t created_ms;
 	char tag[ROCMMEM_NAME_MAX + 1];
 	struct backend_alloc alloc;
+	uint32_t state_slot; /* its record in the state file (daemon/adopt.c), 0: none */
 	TAILQ_ENTRY(lease) client_link;
 };
 

@@ -229,3 +229,20 @@ void log_event(enum log_level level, const struct log_field *fields, unsigned nf
 	log_line(level, fields, nfields, fmt, ap);
 	va_end(ap);
 }
+
+bool log_ratelimit_pass(struct log_ratelimit *rl, unsigned long long now_ms,
+			unsigned long long *held)
+{
+	if (now_ms - rl->window_ms >= LOG_RATELIMIT_INTERVAL_MS || now_ms < rl->window_ms) {
+		rl->window_ms = now_ms;
+		rl->lines = 0;
+	}
+	if (rl->lines >= LOG_RATELIMIT_BURST) {
+		rl->held++;
+		return false;
+	}
+	rl->lines++;
+	*held = rl->held;
+	rl->held = 0;
+	return true;
+}

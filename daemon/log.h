@@ -3,6 +3,8 @@
 #ifndef ROCMMEMD_LOG_H
 #define ROCMMEMD_LOG_H
 
+#include <stdbool.h>
+
 enum log_level {
 	LOG_LEVEL_ERROR = 0,
 	LOG_LEVEL_WARN = 1,
@@ -42,6 +44,27 @@ struct log_field {
  */
 void log_event(enum log_level level, const struct log_field *fields, unsigned nfields,
 	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * A rate limit for lines a client can cause at will (refused connections and requests): at
+ * most LOG_RATELIMIT_BURST lines per LOG_RATELIMIT_INTERVAL_MS; the rest are counted.
+ */
+#define LOG_RATELIMIT_BURST 10u
+#define LOG_RATELIMIT_INTERVAL_MS 1000u
+
+struct log_ratelimit {
+	unsigned long long window_ms; /* when the current interval began */
+	unsigned lines;		      /* written in it */
+	unsigned long long held;      /* lines held back since the last one written */
+};
+
+/*
+ * log_ratelimit_pass says whether a line may be written at loop time now_ms. When it may,
+ * *held gets the number of lines held back before it (to be said in the line) and the count
+ * starts again; when it may not, the line is counted as held back.
+ */
+bool log_ratelimit_pass(struct log_ratelimit *rl, unsigned long long now_ms,
+			unsigned long long *held);
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* main.c: rocmmemd's start-up, signal handling and clean exit; the only place that exits. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <sys/resource.h>
 #include <uv.h>
 
+#include "adopt.h"
 #include "backend.h"
 #include "config.h"
 #include "log.h"
@@ -118,6 +120,7 @@ static void log_leftover(uv_handle_t *handle, void *arg)
 static int run(struct settings *settings)
 {
 	char path[sizeof(((struct server *)0)->path)];
+	char state_path[sizeof(((struct server *)0)->path) + 64];
 	struct metrics_file metrics;
 	char why[PATH_MAX + 128];
 	struct budget_config budgets[BACKEND_MAX_DEVICES];
@@ -125,12 +128,24 @@ static int run(struct settings *settings)
 	struct backend *backend = NULL;
 	const struct options *opts = &settings->current;
 	struct signals sig;
+	sigset_t stop_signals;
 	struct server *s;
 	uv_loop_t loop;
 	int rc;
 
 	log_init(opts->log_level);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Until the loop's handlers are installed, once the socket listens and what a previous
+	 * daemon left is taken over, a stop signal waits instead of killing the daemon: a client
+	 * may connect and stop it at once, and must get the clean stop. Threads started
+	 * meanwhile (GPU runtimes, libuv's workers) keep them blocked.
+	 */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	raise_fd_limit();
 
 	if (backend_set_sharing(opts->sharing) < 0) {
@@ -170,6 +185,8 @@ static int run(struct settings *settings)
 		return ROCMMEMD_EXIT_FAILURE;
 	}
 	settings_limits(opts, &s->limits);
+	settings_access(opts, &s->access);
+	settings_socket(opts, &s->socket_access);
 	settings_budgets(opts, budgets);
 	settings_residency(opts, &residency);
 	if ((opts->devices.has_budget && opts->devices.has_headroom))
@@ -200,6 +217,15 @@ static int run(struct settings *settings)
 		return ROCMMEMD_EXIT_FAILURE;
 	}
 
+	/* Before the first client: what a predecessor that died left is accounted at once. */
+	rc = adopt_state_path(opts->restart_grace_ms ? NULL : "none", s->path, s->activated,
+			      state_path, sizeof(state_path));
+	if (rc < 0)
+		log_error("Could not name a state file beside %s: %s", s->path, strerror(-rc));
+	rc = adopt_start(&s->arbiter, rc == 0 ? state_path : NULL, opts->restart_grace_ms);
+	if (rc < 0)
+		log_error("Could not take over the previous daemon's leases: %s", strerror(-rc));
+
 	rc = sampler_start(&s->sampler, &loop, &s->arbiter, SAMPLER_DEFAULT_INTERVAL_MS);
 	if (rc < 0)
 		log_warn("Could not start sampling device memory: %s", uv_strerror(rc));
@@ -224,6 +250,7 @@ static int run(struct settings *settings)
 	uv_signal_start(&sig.sigint, on_signal, SIGINT);
 	uv_signal_start(&sig.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&sig.sighup, on_reload, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
 
 	log_info("rocmmemd %s listening on %s (protocol %u); query it with: rocmmemctl --socket %s "
 		 "status",
@@ -233,10 +260,13 @@ static int run(struct settings *settings)
 		log_warn("Could not keep the service manager informed; serving anyway");
 	uv_run(&loop, UV_RUN_DEFAULT);
 
-	/* Every client and handle is closed by now; anything left is a bug worth seeing. */
+	/* Every client and handle is closed by now; anything left is a bug worth seeing. A clean
+	 * stop reclaimed every lease: no state is left for a successor. */
+	adopt_finish(&s->arbiter, true);
 	feed_finish(&s->feed);
 	sampler_finish(&s->sampler);
 	arbiter_finish(&s->arbiter);
+	quota_finish(&s->quota);
 	if (uv_loop_close(&loop) != 0) {
 		uv_walk(&loop, log_leftover, NULL);
 		rc = ROCMMEMD_EXIT_FAILURE;

@@ -21,6 +21,7 @@
 
 #include "client.h"
 #include "log.h"
+#include "quota.h"
 #include "server.h"
 #include "version.h"
 
@@ -325,6 +326,51 @@ static void out_counters(struct out *o, const struct counters *k)
 	}
 }
 
+/* The limits in force and how often clients ran into them; what the access policy refused. */
+static void out_limits(struct out *o, const struct server *s)
+{
+	static const struct family value = {"rocmmemd_limit", "gauge",
+					    "A limit in force: a count or bytes (none when "
+					    "unlimited).",
+					    0};
+	static const struct family handshake = {"rocmmemd_handshake_timeout_seconds", "gauge",
+						"How long a new connection has to say hello.", 3};
+	static const struct family hits = {"rocmmemd_limit_hits_total", "counter",
+					   "Times a client ran into a limit.", 0};
+	static const struct family peers = {"rocmmemd_peers_refused_total", "counter",
+					    "Connections refused: not an allowed user or group.",
+					    0};
+	static const struct family requests = {
+	    "rocmmemd_requests_refused_total", "counter",
+	    "Requests refused: not the owner of what they name, nor an administrator.", 0};
+	struct value v;
+
+	out_family(o, &value);
+	for (unsigned i = 0; i < LIMIT_COUNT; i++) {
+		uint64_t x;
+		bool unlimited;
+
+		limit_value(&s->limits, (enum limit_id)i, &x, &unlimited);
+		if (unlimited || i == LIMIT_HANDSHAKE_TIMEOUT)
+			continue;
+		v = uval(x);
+		out_printf(o, "%s{limit=\"%s\"}", value.name, limit_name((enum limit_id)i));
+		out_value(o, &value, &v);
+	}
+	out_family(o, &handshake);
+	v = uval(s->limits.handshake_timeout_ms);
+	out_printf(o, "%s", handshake.name);
+	out_value(o, &handshake, &v);
+	out_family(o, &hits);
+	for (unsigned i = 0; i < LIMIT_COUNT; i++)
+		out_printf(o, "%s{limit=\"%s\"} %" PRIu64 "\n", hits.name,
+			   limit_name((enum limit_id)i), s->quota.hits[i]);
+	out_family(o, &peers);
+	out_printf(o, "%s %" PRIu64 "\n", peers.name, s->access_tally.peers_refused);
+	out_family(o, &requests);
+	out_printf(o, "%s %" PRIu64 "\n", requests.name, s->access_tally.requests_refused);
+}
+
 ssize_t metrics_format(const struct server *s, char *buf, size_t cap)
 {
 	static const struct family build = {"rocmmemd_build_info", "gauge",
@@ -370,6 +416,7 @@ ssize_t metrics_format(const struct server *s, char *buf, size_t cap)
 	out_family(&o, &clients);
 	out_printf(&o, "%s %u\n", clients.name, s->client_count);
 	out_counters(&o, &a->counters);
+	out_limits(&o, s);
 
 	memset(values, 0, sizeof(values));
 	memset(per_state, 0, sizeof(per_state));

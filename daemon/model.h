@@ -44,6 +44,7 @@ struct model {
 	/* An administrator's evict request, answered when the eviction is done. */
 	struct client *evict_requester;
 	uint64_t evict_request_id;
+	uint32_t state_slot; /* its reservation's record in the state file (adopt.c), 0: none */
 	uv_timer_t deadline; /* the eviction deadline; its close callback frees the model */
 	TAILQ_ENTRY(model) client_link;
 	TAILQ_ENTRY(model) device_link;

@@ -18,6 +18,7 @@
 #include "size.h"
 #include "sockpath.h"
 #include "version.h"
+#include "wire.h"
 
 /* Long options without a short form start here. */
 #define LONG_ONLY 256
@@ -40,6 +41,27 @@ static const struct option_name names[OPTION_COUNT] = {
 				 "textfile", false},
     [OPTION_METRICS_INTERVAL] = {OPTION_METRICS_INTERVAL, "--metrics-interval", "metrics",
 				 "interval", false},
+    [OPTION_SOCKET_USER] = {OPTION_SOCKET_USER, "--socket-user", "access", "socket_user", false},
+    [OPTION_SOCKET_GROUP] = {OPTION_SOCKET_GROUP, "--socket-group", "access", "socket_group",
+			     false},
+    [OPTION_SOCKET_MODE] = {OPTION_SOCKET_MODE, "--socket-mode", "access", "socket_mode", false},
+    [OPTION_ALLOWED_USERS] = {OPTION_ALLOWED_USERS, "--allowed-users", "access", "allowed_users",
+			      true},
+    [OPTION_ALLOWED_GROUPS] = {OPTION_ALLOWED_GROUPS, "--allowed-groups", "access",
+			       "allowed_groups", true},
+    [OPTION_ADMIN_GROUP] = {OPTION_ADMIN_GROUP, "--admin-group", "access", "admin_group", true},
+    [OPTION_MAX_CLIENTS_PER_UID] = {OPTION_MAX_CLIENTS_PER_UID, "--max-clients-per-uid", "limits",
+				    "clients_per_uid", true},
+    [OPTION_MAX_BYTES_PER_UID] = {OPTION_MAX_BYTES_PER_UID, "--max-bytes-per-uid", "limits",
+				  "bytes_per_uid", true},
+    [OPTION_MAX_MESSAGE] = {OPTION_MAX_MESSAGE, "--max-message-size", "limits", "message_size",
+			    true},
+    [OPTION_HANDSHAKE_TIMEOUT] = {OPTION_HANDSHAKE_TIMEOUT, "--handshake-timeout", "limits",
+				  "handshake_timeout", true},
+    [OPTION_MAX_SUBSCRIBERS] = {OPTION_MAX_SUBSCRIBERS, "--max-subscribers", "limits",
+				"subscribers", true},
+    [OPTION_RESTART_GRACE] = {OPTION_RESTART_GRACE, "--restart-grace", "daemon", "restart_grace",
+			      false},
     [OPTION_BUDGET] = {OPTION_BUDGET, "--budget", "devices", "budget", true},
     [OPTION_HEADROOM] = {OPTION_HEADROOM, "--headroom", "devices", "headroom", true},
 };
@@ -84,12 +106,17 @@ void options_defaults(struct options *o)
 	memset(o, 0, sizeof(*o));
 	o->log_level = LOG_LEVEL_INFO;
 	o->shutdown_timeout_ms = OPTIONS_SHUTDOWN_TIMEOUT_MS;
+	o->restart_grace_ms = OPTIONS_RESTART_GRACE_MS;
 	o->evict_deadline_ms = OPTIONS_EVICT_DEADLINE_MS;
 	o->metrics_interval_ms = METRICS_INTERVAL_DEFAULT_MS;
 	o->max_clients = 4096;
 	o->max_pending = 64;
 	o->max_leases = 65536;
 	o->max_queued = (uint64_t)1 << 20;
+	o->max_clients_per_uid = OPTIONS_MAX_CLIENTS_PER_UID;
+	o->max_message = WIRE_MAX_FRAME;
+	o->handshake_timeout_ms = OPTIONS_HANDSHAKE_TIMEOUT_MS;
+	o->max_subscribers = OPTIONS_MAX_SUBSCRIBERS;
 }
 
 void options_free(struct options *o)
@@ -98,7 +125,14 @@ void options_free(struct options *o)
 	free(o->backend);
 	free(o->sharing);
 	free(o->metrics_textfile);
+	free(o->socket_user);
+	free(o->socket_group);
+	free(o->allowed_users);
+	free(o->allowed_groups);
+	free(o->admin_group);
 	o->socket_path = o->backend = o->sharing = o->metrics_textfile = NULL;
+	o->socket_user = o->socket_group = o->allowed_users = o->allowed_groups = NULL;
+	o->admin_group = NULL;
 }
 
 /* ----------------------------------------------------------------------------------------- */
@@ -251,6 +285,24 @@ static int check_textfile(const char *path, char *why, size_t len)
 	return 0;
 }
 
+/* parse_mode reads a socket's permission bits: octal, 3 or 4 digits, at most 0777. */
+static int parse_mode(const char *value, unsigned *out, char *why, size_t len)
+{
+	size_t n = strlen(value);
+	unsigned long v;
+	char *end;
+
+	if (n < 3 || n > 4 || strspn(value, "01234567") != n)
+		return bad(why, len, "an octal mode of 3 or 4 digits 0 to 7, e.g. 0660");
+	v = strtoul(value, &end, 8);
+	if (v > 0777)
+		return bad(why, len,
+			   "permission bits only (at most 0777): no setuid, setgid "
+			   "or sticky bit on a socket");
+	*out = (unsigned)v;
+	return 0;
+}
+
 static struct size_policy *policy(struct options *o, int device)
 {
 	return device < 0 ? &o->devices : &o->device[device];
@@ -293,6 +345,9 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 	case OPTION_SHUTDOWN_TIMEOUT:
 		rc = parse_seconds(value, 0, 600000, &o->shutdown_timeout_ms, why, len);
 		break;
+	case OPTION_RESTART_GRACE:
+		rc = parse_seconds(value, 0, 3600000, &o->restart_grace_ms, why, len);
+		break;
 	case OPTION_EVICT_DEADLINE:
 		rc = parse_seconds(value, 1, 3600000, &o->evict_deadline_ms, why, len);
 		break;
@@ -328,6 +383,61 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 	case OPTION_METRICS_INTERVAL:
 		rc = parse_seconds(value, METRICS_INTERVAL_MIN_MS, METRICS_INTERVAL_MAX_MS,
 				   &o->metrics_interval_ms, why, len);
+		break;
+	case OPTION_SOCKET_USER:
+		rc = access_user_id(value, &o->socket_uid, why, len);
+		if (rc == 0)
+			rc = replace_string(&o->socket_user, value, why, len);
+		break;
+	case OPTION_SOCKET_GROUP:
+		rc = access_group_id(value, &o->socket_gid, why, len);
+		if (rc == 0)
+			rc = replace_string(&o->socket_group, value, why, len);
+		break;
+	case OPTION_SOCKET_MODE:
+		rc = parse_mode(value, &o->socket_mode, why, len);
+		break;
+	case OPTION_ALLOWED_USERS:
+		rc = access_parse_users(value, &o->allowed_uids, why, len);
+		if (rc == 0)
+			rc = replace_string(&o->allowed_users, value, why, len);
+		break;
+	case OPTION_ALLOWED_GROUPS:
+		rc = access_parse_groups(value, &o->allowed_gids, why, len);
+		if (rc == 0)
+			rc = replace_string(&o->allowed_groups, value, why, len);
+		break;
+	case OPTION_ADMIN_GROUP:
+		rc = access_group_id(value, &o->admin_gid, why, len);
+		if (rc == 0)
+			rc = replace_string(&o->admin_group, value, why, len);
+		break;
+	case OPTION_MAX_CLIENTS_PER_UID:
+		rc = parse_count(value, 1, 1u << 20, &o->max_clients_per_uid, why, len);
+		break;
+	case OPTION_MAX_BYTES_PER_UID:
+		if (strcmp(value, "unlimited") == 0) {
+			o->max_bytes_per_uid = 0;
+			break;
+		}
+		rc = parse_size_value(value, &size, why, len);
+		if (rc == 0 && size == 0)
+			rc = bad(why, len, "more than 0 bytes, or unlimited");
+		if (rc == 0)
+			o->max_bytes_per_uid = size;
+		break;
+	case OPTION_MAX_MESSAGE:
+		rc = parse_size_value(value, &size, why, len);
+		if (rc == 0 && (size < OPTIONS_MIN_MESSAGE || size > WIRE_MAX_FRAME))
+			rc = bad(why, len, "from 1K to 64K (the protocol's largest packet)");
+		if (rc == 0)
+			o->max_message = (uint32_t)size;
+		break;
+	case OPTION_HANDSHAKE_TIMEOUT:
+		rc = parse_seconds(value, 1, 3600000, &o->handshake_timeout_ms, why, len);
+		break;
+	case OPTION_MAX_SUBSCRIBERS:
+		rc = parse_count(value, 1, 1u << 16, &o->max_subscribers, why, len);
 		break;
 	case OPTION_BUDGET:
 	case OPTION_HEADROOM:
@@ -440,6 +550,9 @@ int options_merge(struct options *eff, const struct options *flags, const struct
 		case OPTION_SHUTDOWN_TIMEOUT:
 			eff->shutdown_timeout_ms = src->shutdown_timeout_ms;
 			break;
+		case OPTION_RESTART_GRACE:
+			eff->restart_grace_ms = src->restart_grace_ms;
+			break;
 		case OPTION_EVICT_DEADLINE:
 			eff->evict_deadline_ms = src->evict_deadline_ms;
 			break;
@@ -461,6 +574,44 @@ int options_merge(struct options *eff, const struct options *flags, const struct
 			break;
 		case OPTION_METRICS_INTERVAL:
 			eff->metrics_interval_ms = src->metrics_interval_ms;
+			break;
+		case OPTION_SOCKET_USER:
+			rc |= copy_string(&eff->socket_user, src->socket_user);
+			eff->socket_uid = src->socket_uid;
+			break;
+		case OPTION_SOCKET_GROUP:
+			rc |= copy_string(&eff->socket_group, src->socket_group);
+			eff->socket_gid = src->socket_gid;
+			break;
+		case OPTION_SOCKET_MODE:
+			eff->socket_mode = src->socket_mode;
+			break;
+		case OPTION_ALLOWED_USERS:
+			rc |= copy_string(&eff->allowed_users, src->allowed_users);
+			eff->allowed_uids = src->allowed_uids;
+			break;
+		case OPTION_ALLOWED_GROUPS:
+			rc |= copy_string(&eff->allowed_groups, src->allowed_groups);
+			eff->allowed_gids = src->allowed_gids;
+			break;
+		case OPTION_ADMIN_GROUP:
+			rc |= copy_string(&eff->admin_group, src->admin_group);
+			eff->admin_gid = src->admin_gid;
+			break;
+		case OPTION_MAX_CLIENTS_PER_UID:
+			eff->max_clients_per_uid = src->max_clients_per_uid;
+			break;
+		case OPTION_MAX_BYTES_PER_UID:
+			eff->max_bytes_per_uid = src->max_bytes_per_uid;
+			break;
+		case OPTION_MAX_MESSAGE:
+			eff->max_message = src->max_message;
+			break;
+		case OPTION_HANDSHAKE_TIMEOUT:
+			eff->handshake_timeout_ms = src->handshake_timeout_ms;
+			break;
+		case OPTION_MAX_SUBSCRIBERS:
+			eff->max_subscribers = src->max_subscribers;
 			break;
 		case OPTION_BUDGET:
 		case OPTION_HEADROOM:
@@ -557,8 +708,24 @@ static void usage(FILE *f)
 	    "      --max-leases N     leases per connection (default 65536)\n"
 	    "      --max-queued SIZE  unsent replies per connection before it is dropped\n"
 	    "                         (default 1M)\n"
+	    "      --max-clients-per-uid N  connections at once of one user (default 256)\n"
+	    "      --max-bytes-per-uid SIZE  memory one user may hold and wait for, over all\n"
+	    "                         its connections (default unlimited)\n"
+	    "      --max-message-size SIZE  bytes of one request, 1K to 64K (default 64K)\n"
+	    "      --handshake-timeout SECONDS  how long a connection may take to say hello\n"
+	    "                         (default 10)\n"
+	    "      --max-subscribers N  telemetry subscriptions at once (default 64)\n"
+	    "      --socket-user USER, --socket-group GROUP, --socket-mode MODE\n"
+	    "                         who owns the socket and its mode (default root,\n"
+	    "                         rocmmem, 0660 as root; the user's own and 0600 otherwise)\n"
+	    "      --allowed-users USER,...  --allowed-groups GROUP,...  who may connect\n"
+	    "                         (default: anyone who can open the socket)\n"
+	    "      --admin-group GROUP  members may evict and pin any model (default: root only)\n"
 	    "      --shutdown-timeout SECONDS  at stop, how long clients get to leave after\n"
 	    "                         being told (default 5)\n"
+	    "      --restart-grace SECONDS  after a crash, how long the next daemon keeps the\n"
+	    "                         leases of the state file for their holders to\n"
+	    "                         re-declare (default 60; 0: keep no state file)\n"
 	    "      --metrics-textfile PATH  rewrite PATH (ending in .prom) with Prometheus\n"
 	    "                         metrics every interval, for node_exporter's textfile\n"
 	    "                         collector; removed when the daemon stops\n"
@@ -596,7 +763,20 @@ int options_parse(int argc, char **argv, struct command_line *cl, FILE *out, FIL
 	    {"max-pending", required_argument, NULL, OPT_SETTING + OPTION_MAX_PENDING},
 	    {"max-leases", required_argument, NULL, OPT_SETTING + OPTION_MAX_LEASES},
 	    {"max-queued", required_argument, NULL, OPT_SETTING + OPTION_MAX_QUEUED},
+	    {"max-clients-per-uid", required_argument, NULL,
+	     OPT_SETTING + OPTION_MAX_CLIENTS_PER_UID},
+	    {"max-bytes-per-uid", required_argument, NULL, OPT_SETTING + OPTION_MAX_BYTES_PER_UID},
+	    {"max-message-size", required_argument, NULL, OPT_SETTING + OPTION_MAX_MESSAGE},
+	    {"handshake-timeout", required_argument, NULL, OPT_SETTING + OPTION_HANDSHAKE_TIMEOUT},
+	    {"max-subscribers", required_argument, NULL, OPT_SETTING + OPTION_MAX_SUBSCRIBERS},
+	    {"socket-user", required_argument, NULL, OPT_SETTING + OPTION_SOCKET_USER},
+	    {"socket-group", required_argument, NULL, OPT_SETTING + OPTION_SOCKET_GROUP},
+	    {"socket-mode", required_argument, NULL, OPT_SETTING + OPTION_SOCKET_MODE},
+	    {"allowed-users", required_argument, NULL, OPT_SETTING + OPTION_ALLOWED_USERS},
+	    {"allowed-groups", required_argument, NULL, OPT_SETTING + OPTION_ALLOWED_GROUPS},
+	    {"admin-group", required_argument, NULL, OPT_SETTING + OPTION_ADMIN_GROUP},
 	    {"shutdown-timeout", required_argument, NULL, OPT_SETTING + OPTION_SHUTDOWN_TIMEOUT},
+	    {"restart-grace", required_argument, NULL, OPT_SETTING + OPTION_RESTART_GRACE},
 	    {"metrics-textfile", required_argument, NULL, OPT_SETTING + OPTION_METRICS_TEXTFILE},
 	    {"metrics-interval", required_argument, NULL, OPT_SETTING + OPTION_METRICS_INTERVAL},
 	    {"help", no_argument, NULL, 'h'},

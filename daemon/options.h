@@ -10,7 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
+#include "access.h"
 #include "backend.h"
 #include "device.h"
 #include "log.h"
@@ -31,6 +33,18 @@ enum option_id {
 	OPTION_MAX_QUEUED,
 	OPTION_METRICS_TEXTFILE,
 	OPTION_METRICS_INTERVAL,
+	OPTION_SOCKET_USER,
+	OPTION_SOCKET_GROUP,
+	OPTION_SOCKET_MODE,
+	OPTION_ALLOWED_USERS,
+	OPTION_ALLOWED_GROUPS,
+	OPTION_ADMIN_GROUP,
+	OPTION_MAX_CLIENTS_PER_UID,
+	OPTION_MAX_BYTES_PER_UID,
+	OPTION_MAX_MESSAGE,
+	OPTION_HANDSHAKE_TIMEOUT,
+	OPTION_MAX_SUBSCRIBERS,
+	OPTION_RESTART_GRACE,
 	OPTION_BUDGET,	 /* per device, or for all: see struct size_policy */
 	OPTION_HEADROOM, /* likewise */
 	OPTION_COUNT,
@@ -62,6 +76,7 @@ struct options {
 	char *sharing;			       /* owned; "auto", "vmm", "dmabuf" or "ipc" */
 	enum log_level log_level;
 	uint64_t shutdown_timeout_ms;
+	uint64_t restart_grace_ms; /* 0: no state file (leases do not survive a restart) */
 	uint64_t evict_deadline_ms;
 	struct class_exclusion exclusive[BACKEND_MAX_DEVICES];
 	struct class_exclusion exclusive_all;
@@ -71,6 +86,24 @@ struct options {
 	uint64_t max_queued;	/* bytes of unsent replies per connection */
 	char *metrics_textfile; /* owned; NULL: none */
 	uint64_t metrics_interval_ms;
+	/* [access]: names as given (owned, NULL: not set) and the ids they resolved to. */
+	char *socket_user;
+	char *socket_group;
+	uid_t socket_uid;
+	gid_t socket_gid;
+	unsigned socket_mode;
+	char *allowed_users;
+	char *allowed_groups;
+	struct id_list allowed_uids;
+	struct id_list allowed_gids;
+	char *admin_group;
+	gid_t admin_gid;
+	/* [limits], beyond the above */
+	unsigned max_clients_per_uid;
+	uint64_t max_bytes_per_uid; /* 0: unlimited */
+	uint32_t max_message;	    /* bytes of one request */
+	uint64_t handshake_timeout_ms;
+	unsigned max_subscribers;
 	struct size_policy devices;			/* every device */
 	struct size_policy device[BACKEND_MAX_DEVICES]; /* one device */
 };
@@ -85,6 +118,11 @@ struct command_line {
 /* Defaults. */
 #define OPTIONS_EVICT_DEADLINE_MS 20000u
 #define OPTIONS_SHUTDOWN_TIMEOUT_MS 5000u
+#define OPTIONS_RESTART_GRACE_MS 60000u
+#define OPTIONS_MAX_CLIENTS_PER_UID 256u
+#define OPTIONS_HANDSHAKE_TIMEOUT_MS 10000u
+#define OPTIONS_MAX_SUBSCRIBERS 64u
+#define OPTIONS_MIN_MESSAGE 1024u
 
 /* Exit statuses of rocmmemd. */
 #define ROCMMEMD_EXIT_OK 0

@@ -191,6 +191,8 @@ void report_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_
 	o->reserved_bytes = report_client_bytes(c) - c->leased_bytes;
 	o->has_waiting = true;
 	o->waiting = c->waiter_count;
+	o->has_pidfd = true;
+	o->pidfd = c->peer.pidfd >= 0;
 }
 
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now)

@@ -2,12 +2,14 @@
 /* residency.c: models across processes: registration, use, and cooperative eviction. */
 #include "residency.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "adopt.h"
 #include "arbiter.h"
 #include "client.h"
 #include "events.h"
@@ -15,12 +17,12 @@
 #include "log.h"
 #include "model.h"
 #include "placement.h"
+#include "quota.h"
 #include "server.h"
 #include "size.h"
-#include "text.h"
 
 /* The most models one connection may register. */
-#define RESIDENCY_MAX_MODELS 256u
+#define RESIDENCY_MAX_MODELS QUOTA_MAX_MODELS
 
 static void reply_ok(struct client *c, uint64_t request_id)
 {
@@ -50,8 +52,8 @@ static struct model *owned(struct arbiter *a, struct client *c, uint64_t request
 		return NULL;
 	}
 	if (m->owner != c) {
-		client_reply_error(c, request_id, -EPERM, "model %" PRIu64 " '%s' belongs to %s",
-				   model_id, m->name, client_label(m->owner, who, sizeof(who)));
+		access_refuse(c, request_id, "model %" PRIu64 " '%s' belongs to %s", model_id,
+			      m->name, client_label(m->owner, who, sizeof(who)));
 		return NULL;
 	}
 	return m;
@@ -184,6 +186,7 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		device_unreserve(d, m->reservation);
 		m->reservation = 0;
 	}
+	adopt_model_changed(a, m);
 	/* Leases still tagged with it: their memory goes too, and the owner is told. */
 	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
 		next = TAILQ_NEXT(l, client_link);
@@ -322,6 +325,7 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 		device_unreserve(d, m->reservation - w->target);
 		m->reservation = w->target;
 	}
+	adopt_model_changed(a, m);
 	if (w->kind == WAIT_MODEL_ACQUIRE) {
 		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_MODEL_LOADED,
 				  .client = w->client,
@@ -360,11 +364,9 @@ static void waiter_for(struct waiter *w, struct client *c, uint64_t request_id, 
 	snprintf(w->tag, sizeof(w->tag), "%s", m->name);
 }
 
-void residency_register(struct arbiter *a, struct client *c, uint64_t request_id,
-			const Rocmmem__Wire__ModelRegister *req)
+struct model *residency_create(struct arbiter *a, struct client *c, uint64_t request_id,
+			       const Rocmmem__Wire__ModelRegister *req, uint64_t want_id)
 {
-	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
-	Rocmmem__Wire__ModelRegistered body = ROCMMEM__WIRE__MODEL_REGISTERED__INIT;
 	unsigned dev = req->has_device ? req->device : 0;
 	unsigned cls = req->has_class_ ? (unsigned)req->class_ : 0;
 	char sz[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], who[128];
@@ -372,49 +374,34 @@ void residency_register(struct arbiter *a, struct client *c, uint64_t request_id
 	struct model *m;
 	uint64_t size = 0;
 
-	if (dev >= a->ndevices) {
-		client_reply_error(
-		    c, request_id, -ENODEV,
-		    "no device %u: this daemon manages %u device(s), numbered from 0", dev,
-		    a->ndevices);
-		return;
-	}
+	/* dispatch checked the device index, the name, the class and the reservation. */
+	assert(dev < a->ndevices && req->name && cls < MODEL_CLASSES);
 	d = &a->devices[dev];
-	if (!req->name || !req->name[0] || !text_is_clean(req->name, ROCMMEM_NAME_MAX)) {
-		client_reply_error(c, request_id, -EINVAL,
-				   "a model needs a name of at most %u bytes of UTF-8 without "
-				   "control characters",
-				   ROCMMEM_NAME_MAX);
-		return;
-	}
-	if (cls >= MODEL_CLASSES) {
-		client_reply_error(c, request_id, -EINVAL, "unknown model class %u", cls);
-		return;
-	}
-	if (req->has_reservation && req->reservation) {
-		client_reply_error(c, request_id, -EINVAL,
-				   "register takes no reservation: acquire or resize the model");
-		return;
-	}
 	if (req->has_size &&
 	    (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget)) {
 		client_reply_error(c, request_id, -E2BIG,
 				   "model '%s' needs %s, more than device %u's whole budget of %s",
 				   req->name, size_format(req->size, sz, sizeof(sz)), dev,
 				   size_format(d->budget, b, sizeof(b)));
-		return;
+		return NULL;
 	}
 	if (c->model_count >= RESIDENCY_MAX_MODELS) {
+		quota_hit(a->server, LIMIT_MODELS, NULL);
 		client_reply_error(c, request_id, -EDQUOT,
 				   "this connection already has %u models, the most allowed",
 				   RESIDENCY_MAX_MODELS);
-		return;
+		return NULL;
 	}
 	m = calloc(1, sizeof(*m));
-	if (!m || idtable_add(&a->models, m, &m->id) < 0) {
+	if (m && want_id && idtable_fill(&a->models, want_id, m) < 0 &&
+	    idtable_insert(&a->models, want_id, m) < 0)
+		want_id = 0; /* taken meanwhile: a fresh id, which the client maps */
+	if (want_id)
+		m->id = want_id;
+	if (!m || (!want_id && idtable_add(&a->models, m, &m->id) < 0)) {
 		free(m);
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
-		return;
+		return NULL;
 	}
 	m->owner = c;
 	m->device = dev;
@@ -434,6 +421,19 @@ void residency_register(struct arbiter *a, struct client *c, uint64_t request_id
 		 client_label(c, who, sizeof(who)), m->id, m->name, model_class_name(cls),
 		 size_format(size, sz, sizeof(sz)), (int)m->priority, m->pinned ? ", pinned" : "",
 		 dev);
+	adopt_model_registered(a);
+	return m;
+}
+
+void residency_register(struct arbiter *a, struct client *c, uint64_t request_id,
+			const Rocmmem__Wire__ModelRegister *req)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__ModelRegistered body = ROCMMEM__WIRE__MODEL_REGISTERED__INIT;
+	struct model *m = residency_create(a, c, request_id, req, 0);
+
+	if (!m)
+		return;
 	body.has_model_id = true;
 	body.model_id = m->id;
 	reply.has_id = true;
@@ -494,8 +494,8 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 
 	if (!m)
 		return;
-	if (!req->has_reservation ||
-	    size_round_up(req->reservation, a->devices[m->device].granule, &target) < 0) {
+	/* dispatch checked that a reservation is given; it may still overflow the granule. */
+	if (size_round_up(req->reservation, a->devices[m->device].granule, &target) < 0) {
 		client_reply_error(c, request_id, -EINVAL, "resize needs a reservation in bytes");
 		return;
 	}
@@ -509,6 +509,7 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 	if (target <= m->reservation) {
 		device_unreserve(&a->devices[m->device], m->reservation - target);
 		m->reservation = target;
+		adopt_model_changed(a, m);
 		reply_ok(c, request_id);
 		arbiter_pump(a);
 		return;
@@ -535,6 +536,7 @@ static void model_destroy(struct arbiter *a, struct model *m)
 	if (m->reservation)
 		device_unreserve(d, m->reservation);
 	m->reservation = 0;
+	adopt_model_changed(a, m);
 	/* Leases outlive their model's registration as plain leases. */
 	TAILQ_FOREACH (l, &c->leases, client_link) {
 		if (l->model == m)
@@ -592,10 +594,10 @@ void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_i
 	arbiter_pump(a);
 }
 
-/* may_administer: the model's owner, or root. */
+/* may_administer: the model's owner, root, or a member of the admin group. */
 static bool may_administer(const struct client *c, const struct model *m)
 {
-	return c == m->owner || c->uid == 0;
+	return c == m->owner || access_client_is_admin(c);
 }
 
 static struct model *administered(struct arbiter *a, struct client *c, uint64_t request_id,
@@ -609,13 +611,18 @@ static struct model *administered(struct arbiter *a, struct client *c, uint64_t 
 		return NULL;
 	}
 	if (!may_administer(c, m)) {
-		log_warn("refused %s control of model %" PRIu64 " '%s'",
-			 client_label(c, who, sizeof(who)), m->id, m->name);
-		client_reply_error(c, request_id, -EPERM,
-				   "model %" PRIu64
-				   " '%s' belongs to %s: only its owner or root may "
-				   "evict or pin it",
-				   m->id, m->name, client_label(m->owner, who, sizeof(who)));
+		const struct access_policy *pol = &c->server->access;
+		char group[64] = "";
+
+		if (pol->has_admin_group)
+			access_group_name(pol->admin_gid, group, sizeof(group));
+		access_refuse(c, request_id,
+			      "model %" PRIu64
+			      " '%s' belongs to %s: only its owner%s%s%s may evict "
+			      "or pin it",
+			      m->id, m->name, client_label(m->owner, who, sizeof(who)),
+			      group[0] ? ", root or a member of group '" : " or root", group,
+			      group[0] ? "' (admin_group)" : "");
 		return NULL;
 	}
 	return m;

@@ -28,6 +28,14 @@ void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_
 void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_id,
 			 uint64_t model_id);
 
+/*
+ * residency_create registers a model as ModelRegister asks, without replying on success:
+ * under want_id when that id is free or reserved for it (a model re-declared after a
+ * restart), else under a fresh id. Returns the model, or NULL after replying the refusal.
+ */
+struct model *residency_create(struct arbiter *a, struct client *c, uint64_t request_id,
+			       const Rocmmem__Wire__ModelRegister *req, uint64_t want_id);
+
 /* Requests from the owner or root: evict now (answered when done), pin or unpin. */
 void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request_id,
 			   uint64_t model_id);

@@ -135,24 +135,70 @@ static void on_accept_resume(uv_timer_t *timer)
 		uv_poll_start(&s->listen_poll, UV_READABLE, on_accept);
 }
 
-/* refuse_full tells a connection over the client cap why it is closed. */
-static void refuse_full(struct server *s, int fd)
+/*
+ * refuse_connection tells a connection it is refused, and why, before it is closed: a reply
+ * without an id, which librocmmem reports as the reason the connection ended.
+ */
+static void refuse_connection(struct server *s, int fd, int err, const char *text)
 {
 	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
-	char text[96];
 	ssize_t len;
 
-	snprintf(text, sizeof(text), "too many clients: the daemon serves at most %u",
-		 s->limits.max_clients);
 	reply.has_error = true;
-	reply.error = -EUSERS;
-	reply.message = text;
+	reply.error = err;
+	reply.message = (char *)text;
 	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY;
 	msg.reply = &reply;
 	len = wire_pack(&msg.base, s->tx, sizeof(s->tx));
 	if (len > 0)
 		wire_send(fd, s->tx, (size_t)len, NULL, 0, MSG_DONTWAIT);
+}
+
+/*
+ * admit checks a new connection against the access policy and the connection caps. Returns 0
+ * when it may stay; otherwise it has been told why (and logged, rate-limited) and must be
+ * closed.
+ */
+static int admit(struct server *s, int fd, const struct peer *p)
+{
+	unsigned long long held;
+	char text[256];
+
+	if (s->client_count >= s->limits.max_clients) {
+		snprintf(text, sizeof(text),
+			 "too many clients: the daemon serves at most %u (clients)",
+			 s->limits.max_clients);
+		quota_hit(s, LIMIT_CLIENTS, "refused a connection from pid %d uid %u: %s",
+			  (int)p->pid, (unsigned)p->uid, text);
+		refuse_connection(s, fd, -EUSERS, text);
+		return -EUSERS;
+	}
+	if (!access_allowed(&s->access, p)) {
+		snprintf(text, sizeof(text),
+			 "uid %u is not allowed to use this rocmmemd: neither it nor any of its "
+			 "groups is among allowed_users and allowed_groups",
+			 (unsigned)p->uid);
+		s->access_tally.peers_refused++;
+		if (log_ratelimit_pass(&s->access_tally.log, uv_now(s->loop), &held))
+			log_warn("refused a connection from pid %d uid %u gid %u: not an allowed "
+				 "user or group%s",
+				 (int)p->pid, (unsigned)p->uid, (unsigned)p->gid,
+				 held ? " (and earlier refusals not logged)" : "");
+		refuse_connection(s, fd, -EPERM, text);
+		return -EPERM;
+	}
+	if (quota_connections(&s->quota, p->uid) >= s->limits.max_clients_per_uid) {
+		snprintf(text, sizeof(text),
+			 "too many connections of uid %u: the daemon serves at most %u per uid "
+			 "(clients_per_uid)",
+			 (unsigned)p->uid, s->limits.max_clients_per_uid);
+		quota_hit(s, LIMIT_CLIENTS_PER_UID, "refused a connection from pid %d uid %u: %s",
+			  (int)p->pid, (unsigned)p->uid, text);
+		refuse_connection(s, fd, -EUSERS, text);
+		return -EUSERS;
+	}
+	return 0;
 }
 
 static void on_accept(uv_poll_t *handle, int status, int events)
@@ -167,6 +213,7 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 	for (;;) {
 		struct client *c;
 		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct peer peer;
 		int err;
 
 		if (fd < 0) {
@@ -182,16 +229,22 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 			uv_timer_start(&s->accept_pause, on_accept_resume, ACCEPT_PAUSE_MS, 0);
 			return;
 		}
-		if (s->client_count >= s->limits.max_clients) {
-			log_warn("refused a connection: %u clients connected, the most allowed",
-				 s->client_count);
-			refuse_full(s, fd);
+		err = access_identify(fd, &peer);
+		if (err) {
+			log_warn("Could not tell who connected: %s", strerror(-err));
+			access_forget(&peer);
 			close(fd);
 			continue;
 		}
-		err = client_create(s, fd, &c);
+		if (admit(s, fd, &peer) < 0) {
+			access_forget(&peer);
+			close(fd);
+			continue;
+		}
+		err = client_create(s, fd, &peer, &c);
 		if (err) {
 			log_warn("Could not set up a connection: %s", strerror(-err));
+			access_forget(&peer);
 			close(fd);
 		}
 	}
@@ -207,6 +260,42 @@ static void start_accepting(struct server *s)
 	uv_poll_start(&s->listen_poll, UV_READABLE, on_accept);
 	s->listening = true;
 	s->start_ms = uv_now(s->loop);
+	if (handshake_init(&s->handshake, s, s->loop) < 0)
+		log_warn("Could not time handshakes: connections that never say hello stay open");
+}
+
+/*
+ * give_socket hands the socket just bound to its configured owner, group and mode. It was born
+ * 0600 (the umask), so nobody else could connect before this.
+ */
+static int give_socket(const struct server *s)
+{
+	const struct socket_access *sa = &s->socket_access;
+	char user[64], group[64];
+
+	if ((sa->uid != geteuid() || sa->gid != getegid()) &&
+	    lchown(s->path, sa->uid, sa->gid) < 0) {
+		int err = -errno;
+
+		log_error("Could not give the socket %s to user %s, group %s: %s", s->path,
+			  access_user_name(sa->uid, user, sizeof(user)),
+			  access_group_name(sa->gid, group, sizeof(group)), strerror(-err));
+		return err;
+	}
+	if (chmod(s->path, sa->mode) < 0) {
+		int err = -errno;
+
+		log_error("Could not set the mode of the socket %s to %04o: %s", s->path,
+			  (unsigned)sa->mode, strerror(-err));
+		return err;
+	}
+	log_info("socket %s: user %s, group %s, mode %04o", s->path,
+		 access_user_name(sa->uid, user, sizeof(user)),
+		 access_group_name(sa->gid, group, sizeof(group)), (unsigned)sa->mode);
+	if (sa->mode & 0002)
+		log_warn("the socket's mode %04o lets every local user connect",
+			 (unsigned)sa->mode);
+	return 0;
 }
 
 int server_listen(struct server *s, uv_loop_t *loop, const char *path)
@@ -221,6 +310,7 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 	s->lock_fd = -1;
 	TAILQ_INIT(&s->clients);
 	s->next_client_id = 1;
+	quota_init(&s->quota);
 	if (strlen(path) >= sizeof(s->path))
 		return -ENAMETOOLONG;
 	/* Socket-activated: systemd made the socket and keeps its path; serve what it passed. */
@@ -236,6 +326,10 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 			    "socket unit and rocmmemd the same path)",
 			    s->path, path, s->path);
 		log_info("using the socket systemd passed (%s)", s->path);
+		if (s->socket_access.configured)
+			log_warn("socket_user, socket_group and socket_mode do not apply to the "
+				 "socket systemd passed: set SocketUser=, SocketGroup= and "
+				 "SocketMode= in the socket unit");
 		start_accepting(s);
 		return 0;
 	}
@@ -255,13 +349,18 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 		goto fail;
 	}
 	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
-	/* The socket is born with its final mode: 0660 system-wide, 0600 for a user daemon. */
-	old_umask = umask(system ? 0117 : 0177);
+	/* Born 0600: only its configured owner, group and mode open it to others (give_socket). */
+	old_umask = umask(0177);
 	rc = bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
 	err = rc < 0 ? -errno : 0;
 	umask(old_umask);
 	if (err) {
 		log_error("Could not bind %s: %s", s->path, strerror(-err));
+		goto fail;
+	}
+	err = give_socket(s);
+	if (err) {
+		unlink(s->path);
 		goto fail;
 	}
 	if (listen(s->listen_fd, SOMAXCONN) < 0) {
@@ -304,6 +403,7 @@ static void stop_listening(struct server *s)
 	uv_poll_stop(&s->listen_poll);
 	uv_close((uv_handle_t *)&s->listen_poll, on_listen_closed);
 	uv_close((uv_handle_t *)&s->accept_pause, NULL);
+	handshake_stop(&s->handshake);
 	if (s->lock_fd >= 0) {
 		unlink(s->lock_path);
 		close(s->lock_fd);

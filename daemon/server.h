@@ -6,24 +6,41 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <uv.h>
 
+#include "access.h"
 #include "arbiter.h"
 #include "feed.h"
+#include "handshake.h"
+#include "quota.h"
 #include "sampler.h"
 #include "wire.h"
 
 struct client;
 TAILQ_HEAD(client_list, client);
 
-/* Caps that keep one client from growing the daemon without bound. */
+/* Caps that keep one client from growing the daemon without bound (quota.h counts hits). */
 struct limits {
 	unsigned max_clients;
-	unsigned max_pending;	      /* waiting lease requests per connection */
-	unsigned max_leases;	      /* live leases per connection */
-	size_t max_queued_out;	      /* bytes of unsent replies and events per connection */
-	uint64_t shutdown_timeout_ms; /* at stop, how long clients get to leave by themselves */
+	unsigned max_pending;	       /* waiting lease requests per connection */
+	unsigned max_leases;	       /* live leases per connection */
+	size_t max_queued_out;	       /* bytes of unsent replies and events per connection */
+	uint64_t shutdown_timeout_ms;  /* at stop, how long clients get to leave by themselves */
+	unsigned max_clients_per_uid;  /* connections at once of one uid */
+	uint64_t max_bytes_per_uid;    /* memory one uid holds and waits for; 0: unlimited */
+	uint32_t max_message;	       /* bytes of one request, at most WIRE_MAX_FRAME */
+	uint64_t handshake_timeout_ms; /* from connect to hello */
+	unsigned max_subscribers;      /* telemetry subscriptions at once */
+};
+
+/* Who owns the socket the daemon creates, and its mode (a socket systemd passed is systemd's). */
+struct socket_access {
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+	bool configured; /* set by a flag or the file, not the defaults */
 };
 
 struct server {
@@ -43,6 +60,11 @@ struct server {
 	struct sampler sampler;
 	struct feed feed;
 	struct limits limits;
+	struct socket_access socket_access;
+	struct access_policy access;	  /* who may connect, who administers */
+	struct access_tally access_tally; /* what the policy refused */
+	struct quota quota;		  /* per-uid accounts, limits hit */
+	struct handshake handshake;	  /* connections yet to say hello */
 	uint64_t start_ms;
 	bool stopping; /* set by server_stop: draining, then gone */
 	bool draining; /* clients still holding memory get until drain_timer to let go */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -82,6 +83,51 @@ void settings_limits(const struct options *eff, struct limits *limits)
 	limits->max_leases = eff->max_leases;
 	limits->max_queued_out = (size_t)eff->max_queued;
 	limits->shutdown_timeout_ms = eff->shutdown_timeout_ms;
+	limits->max_clients_per_uid = eff->max_clients_per_uid;
+	limits->max_bytes_per_uid = eff->max_bytes_per_uid;
+	limits->max_message = eff->max_message;
+	limits->handshake_timeout_ms = eff->handshake_timeout_ms;
+	limits->max_subscribers = eff->max_subscribers;
+}
+
+void settings_access(const struct options *eff, struct access_policy *pol)
+{
+	memset(pol, 0, sizeof(*pol));
+	if (eff->allowed_users)
+		pol->users = eff->allowed_uids;
+	if (eff->allowed_groups)
+		pol->groups = eff->allowed_gids;
+	pol->has_admin_group = eff->admin_group != NULL;
+	pol->admin_gid = eff->admin_gid;
+}
+
+int settings_socket(const struct options *eff, struct socket_access *sa)
+{
+	bool system = geteuid() == 0;
+	char why[256];
+
+	memset(sa, 0, sizeof(*sa));
+	sa->configured =
+	    eff->socket_user || eff->socket_group || (eff->set & (1u << OPTION_SOCKET_MODE));
+	/* System-wide: root:rocmmem 0660; per user: the user's own, 0600. */
+	sa->uid = eff->socket_user ? eff->socket_uid : geteuid();
+	sa->mode =
+	    (eff->set & (1u << OPTION_SOCKET_MODE)) ? eff->socket_mode : (system ? 0660 : 0600);
+	if (eff->socket_group) {
+		sa->gid = eff->socket_gid;
+		return 0;
+	}
+	sa->gid = getegid();
+	if (!system)
+		return 0;
+	if (access_group_id(ACCESS_DEFAULT_GROUP, &sa->gid, why, sizeof(why)) < 0) {
+		sa->gid = getegid();
+		log_warn("the socket keeps root's group: %s (systemd-sysusers rocmmemd.conf "
+			 "creates it; or set socket_group)",
+			 why);
+		return -ENOENT;
+	}
+	return 0;
 }
 
 static bool same_string(const char *a, const char *b)
@@ -92,8 +138,10 @@ static bool same_string(const char *a, const char *b)
 /* needs_restart says which settings the new file changes that only a restart applies. */
 static void warn_restart(const struct options *old, const struct options *new)
 {
-	static const enum option_id ids[] = {OPTION_SOCKET, OPTION_BACKEND, OPTION_SHARING,
-					     OPTION_METRICS_TEXTFILE, OPTION_METRICS_INTERVAL};
+	static const enum option_id ids[] = {
+	    OPTION_SOCKET,	     OPTION_BACKEND,	      OPTION_SHARING,
+	    OPTION_METRICS_TEXTFILE, OPTION_METRICS_INTERVAL, OPTION_SOCKET_USER,
+	    OPTION_SOCKET_GROUP,     OPTION_SOCKET_MODE,      OPTION_RESTART_GRACE};
 
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
 		bool changed;
@@ -110,6 +158,19 @@ static void warn_restart(const struct options *old, const struct options *new)
 			break;
 		case OPTION_METRICS_TEXTFILE:
 			changed = !same_string(old->metrics_textfile, new->metrics_textfile);
+			break;
+		case OPTION_SOCKET_USER:
+			changed = !same_string(old->socket_user, new->socket_user);
+			break;
+		case OPTION_SOCKET_GROUP:
+			changed = !same_string(old->socket_group, new->socket_group);
+			break;
+		case OPTION_RESTART_GRACE:
+			changed = old->restart_grace_ms != new->restart_grace_ms;
+			break;
+		case OPTION_SOCKET_MODE:
+			changed = old->socket_mode != new->socket_mode ||
+				  (old->set ^ new->set) & (1u << OPTION_SOCKET_MODE);
 			break;
 		default:
 			changed = old->metrics_interval_ms != new->metrics_interval_ms;
@@ -158,6 +219,9 @@ int settings_reload(struct settings *st, struct server *s)
 	}
 	warn_restart(&st->current, &merged);
 	settings_limits(&merged, &s->limits);
+	/* New connections meet the new lists; the next admin request, the new admin group. */
+	settings_access(&merged, &s->access);
+	handshake_rearm(&s->handshake);
 	if (merged.log_level != log_get_level()) {
 		log_set_level(merged.log_level);
 		log_info("reload: log level %s", log_level_name(merged.log_level));
@@ -177,6 +241,19 @@ int settings_reload(struct settings *st, struct server *s)
 	merged.metrics_textfile = st->current.metrics_textfile;
 	st->current.metrics_textfile = NULL;
 	merged.metrics_interval_ms = st->current.metrics_interval_ms;
+	free(merged.socket_user);
+	merged.socket_user = st->current.socket_user;
+	st->current.socket_user = NULL;
+	merged.socket_uid = st->current.socket_uid;
+	free(merged.socket_group);
+	merged.socket_group = st->current.socket_group;
+	st->current.socket_group = NULL;
+	merged.socket_gid = st->current.socket_gid;
+	merged.socket_mode = st->current.socket_mode;
+	for (enum option_id id = OPTION_SOCKET_USER; id <= OPTION_SOCKET_MODE; id++) {
+		merged.from[id] = st->current.from[id];
+		merged.set = (merged.set & ~(1u << id)) | (st->current.set & (1u << id));
+	}
 	options_free(&st->current);
 	st->current = merged;
 	log_info("reloaded the configuration%s%s", st->found ? " from " : " (no file: defaults)",

@@ -15,6 +15,7 @@
 
 struct server;
 struct limits;
+struct socket_access;
 
 struct settings {
 	struct options flags;	/* the command line's: they keep winning at every reload */
@@ -35,12 +36,22 @@ int settings_load(struct settings *st, struct command_line *cl, char *why, size_
 void settings_budgets(const struct options *eff, struct budget_config *cfgs);
 void settings_residency(const struct options *eff, struct residency_config *res);
 void settings_limits(const struct options *eff, struct limits *limits);
+void settings_access(const struct options *eff, struct access_policy *pol);
+
+/*
+ * settings_socket decides who owns the socket the daemon creates and its mode: what the
+ * settings say, else root, group rocmmem, 0660 as root and the daemon's own user and group,
+ * 0600 otherwise. Returns 0, or -ENOENT (logged) when the group rocmmem does not exist: the
+ * socket then keeps root's group.
+ */
+int settings_socket(const struct options *eff, struct socket_access *sa);
 
 /*
  * settings_reload re-reads the file and applies what can change while the daemon runs: log
  * level, eviction deadline, exclusive classes, budgets and headrooms, limits, shutdown
- * timeout. Settings that need a restart (socket, backend, sharing, metrics) are logged and
- * left as they are. A file that does not parse, or budgets that do not fit the devices,
+ * timeout, allowed users and groups (for new connections) and the admin group. Settings that
+ * need a restart (socket and its owner, group and mode, backend, sharing, metrics) are logged
+ * and left as they are. A file that does not parse, or budgets that do not fit the devices,
  * change nothing: returns a negative errno after logging why; 0 when applied.
  */
 int settings_reload(struct settings *st, struct server *s);

@@ -8,6 +8,7 @@
 
 #include "client.h"
 #include "denials.h"
+#include "quota.h"
 #include "report.h"
 #include "residency.h"
 #include "server.h"
@@ -24,6 +25,8 @@ static struct {
 	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__Counters counters;
 	struct denials_wire denials;
+	struct quota_report limits;
+	Rocmmem__Wire__AccessInfo access;
 	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
@@ -115,6 +118,14 @@ static void send_part(struct client *c, bool first)
 		report_counters(&part.counters, &a->counters);
 		st.counters = &part.counters;
 		denials_fill(&a->denials, &part.denials, &st.n_denials, &st.denials);
+		quota_report(&part.limits, s);
+		st.n_limits = LIMIT_COUNT;
+		st.limits = part.limits.ptrs;
+		rocmmem__wire__access_info__init(&part.access);
+		part.access.has_peers_refused = part.access.has_requests_refused = true;
+		part.access.peers_refused = s->access_tally.peers_refused;
+		part.access.requests_refused = s->access_tally.requests_refused;
+		st.access = &part.access;
 	}
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;

@@ -14,6 +14,10 @@ packages=(
 	libcmocka-dev clang-format python3 python3-pip python3-setuptools python3-wheel python3-venv
 	# Tests against the real tools: journald and journalctl, promtool and node_exporter.
 	systemd prometheus prometheus-node-exporter man-db
+	# The daemon under memcheck (tests/fault/valgrind.c).
+	valgrind
+	# The fuzz build (ROCMMEM_FUZZ=ON): clang and its libFuzzer and sanitizer runtimes.
+	clang libclang-rt-dev
 )
 missing=()
 for p in "${packages[@]}"; do

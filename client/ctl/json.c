@@ -139,6 +139,7 @@ json_object *ctl_client_json(const struct rocmmem_client_info *v)
 	ctl_json_u64(o, "models", v->models);
 	ctl_json_u64(o, "reserved_bytes", v->reserved_bytes);
 	ctl_json_u64(o, "waiting", v->waiting);
+	ctl_json_bool(o, "pidfd", v->pidfd);
 	return o;
 }
 

@@ -121,6 +121,10 @@ int ctl_connect(const struct ctl *ctl, rocmmem_client **out)
 		return CTL_EXIT_OK;
 	fprintf(stderr, "rocmmemctl: %s\n",
 		rocmmem_last_error()[0] ? rocmmem_last_error() : rocmmem_strerror(err));
+	/* The daemon answered, and refused this user outright (too many connections is a
+	 * daemon out of reach for now, as ever). */
+	if (err == -EPERM)
+		return CTL_EXIT_REFUSED;
 	return CTL_EXIT_UNREACHABLE;
 }
 
@@ -128,8 +132,10 @@ int ctl_fail(const char *what, int err)
 {
 	fprintf(stderr, "rocmmemctl: %s: %s\n", what,
 		rocmmem_last_error()[0] ? rocmmem_last_error() : rocmmem_strerror(err));
-	/* The daemon going away (or already stopping) is unreachable, not a refusal. */
-	if (err == -ECONNRESET || err == -EPIPE || err == -ECONNREFUSED || err == -ESHUTDOWN)
+	/* The daemon going away (or already stopping, or restarting) is unreachable, not a
+	 * refusal. */
+	if (err == -ECONNRESET || err == -EPIPE || err == -ECONNREFUSED || err == -ESHUTDOWN ||
+	    err == -ENOTCONN)
 		return CTL_EXIT_UNREACHABLE;
 	return CTL_EXIT_REFUSED;
 }

@@ -59,6 +59,33 @@ static json_object *denials_json(const rocmmem_status *st)
 	return a;
 }
 
+/* limits_json: {"NAME": {"value": N, "unlimited": false, "hits": N}, ...} in the daemon's order. */
+static json_object *limits_json(const rocmmem_status *st)
+{
+	json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < rocmmem_status_limit_count(st); i++) {
+		const struct rocmmem_limit_info *v = rocmmem_status_limit(st, i);
+		json_object *l = json_object_new_object();
+
+		ctl_json_u64(l, "value", v->value);
+		ctl_json_bool(l, "unlimited", v->unlimited);
+		ctl_json_u64(l, "hits", v->hits);
+		json_object_object_add(o, v->name, l);
+	}
+	return o;
+}
+
+static json_object *access_json(const rocmmem_status *st)
+{
+	const struct rocmmem_access_info *v = rocmmem_status_access(st);
+	json_object *o = json_object_new_object();
+
+	ctl_json_u64(o, "peers_refused", v->peers_refused);
+	ctl_json_u64(o, "requests_refused", v->requests_refused);
+	return o;
+}
+
 static json_object *status_json(const rocmmem_status *st)
 {
 	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
@@ -115,6 +142,8 @@ static json_object *status_json(const rocmmem_status *st)
 	json_object_object_add(root, "denials", denials_json(st));
 	json_object_object_add(root, "counters",
 			       ctl_counters_json(rocmmem_status_counters(st), false));
+	json_object_object_add(root, "limits", limits_json(st));
+	json_object_object_add(root, "access", access_json(st));
 	return root;
 }
 
@@ -205,6 +234,47 @@ static void print_counters(const struct rocmmem_counters *k)
 	       (unsigned long long)k->trims, size_format(k->bytes_trimmed, a, sizeof(a)));
 }
 
+/*
+ * print_limits says which limits clients ran into, and what the access policy refused: a line
+ * each, only when something was.
+ */
+static void print_limits(const rocmmem_status *st)
+{
+	const struct rocmmem_access_info *acc = rocmmem_status_access(st);
+	bool any = false;
+
+	for (size_t i = 0; i < rocmmem_status_limit_count(st); i++) {
+		const struct rocmmem_limit_info *v = rocmmem_status_limit(st, i);
+		char a[SIZE_FORMAT_MAX];
+
+		if (!v->hits)
+			continue;
+		if (!any)
+			printf("limits hit:");
+		if (v->unlimited)
+			snprintf(a, sizeof(a), "unlimited");
+		else if (strcmp(v->name, "queued") == 0 || strcmp(v->name, "message_size") == 0 ||
+			 strcmp(v->name, "bytes_per_uid") == 0)
+			size_format(v->value, a, sizeof(a));
+		else if (strcmp(v->name, "handshake_timeout") == 0)
+			snprintf(a, sizeof(a), "%.3g s", (double)v->value / 1000.0);
+		else
+			snprintf(a, sizeof(a), "%llu", (unsigned long long)v->value);
+		printf("%s %s %llu time(s) (limit %s)", any ? "," : "", v->name,
+		       (unsigned long long)v->hits, a);
+		any = true;
+	}
+	if (any)
+		printf("\n");
+	if (acc->peers_refused || acc->requests_refused)
+		printf("access refused: %llu connection(s) of users not allowed, %llu request(s) "
+		       "not permitted\n",
+		       (unsigned long long)acc->peers_refused,
+		       (unsigned long long)acc->requests_refused);
+	if (any || acc->peers_refused || acc->requests_refused)
+		printf("\n");
+}
+
 /* terminal_width is stdout's width in columns when it is a terminal, else 0 (no limit). */
 static size_t terminal_width(void)
 {
@@ -279,6 +349,7 @@ static void print_table(const rocmmem_status *st)
 	printf("rocmmemd %s, pid %d, up %s, backend %s\n", d->version, (int)d->pid,
 	       ctl_duration(d->uptime_s, t, sizeof(t)), d->backend);
 	print_counters(rocmmem_status_counters(st));
+	print_limits(st);
 	printf("%-6s %-20s %10s %10s %10s %10s %7s %7s\n", "DEVICE", "NAME", "TOTAL", "BUDGET",
 	       "LEASED", "FREE", "LEASES", "WAITING");
 	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {

@@ -83,6 +83,76 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 				   rocmmem_client **out);
 
 /*
+ * Reconnection. When the daemon goes away without saying it stops (it crashed, was killed, or
+ * its watchdog restarted it) while this client holds leases or models, the library brings the
+ * connection back by itself: it tries again after 50 ms, then doubling to 2 s, with jitter,
+ * for a window of 60 s; on the new connection it registers its models again (same names,
+ * classes, sizes, priorities, pinned state, resident reservations and acquires) and
+ * re-declares the host and VMM leases it still holds, with their fds, so that the new daemon
+ * accounts them again under the same ids. Memory stays mapped throughout: no data is lost.
+ * The new daemon takes back only what its record of the old daemon's grants confirms; a lease
+ * it refuses is revoked (ROCMMEM_EVENT_LEASE_REVOKED; it stays mapped until released: its
+ * memory is outside any budget meanwhile), a model whose reservation it refuses is revoked
+ * (ROCMMEM_EVENT_MODEL_REVOKED: unload it). dma-buf and IPC leases cannot outlive the daemon
+ * and are revoked. A model keeps its id unless a daemon that lost its records gave the id to
+ * another model: then the library maps the host's id to the new one in every call and event
+ * (status and telemetry show the daemon's ids).
+ *
+ * Attempts are made by the threads that need the daemon and by rocmmem_dispatch, which the
+ * event fd wakes when one is due (no thread of the library's own): a host that neither calls
+ * nor dispatches reconnects at its next call, and what it held is forgotten by the new daemon
+ * if that is after the daemon's grace period (60 s). While the library reconnects, a call that
+ * needs the daemon waits for it up to its own timeout (a lease or model acquire's timeout_ms;
+ * 10 s for calls without one), then is made on the new connection (one in flight when the
+ * daemon went away is made again, for what is left of its time), or fails with -ENOTCONN
+ * (rocmmem_last_error says since when and when the next attempt is due). Releases and evict
+ * acks do not wait: the lease is freed here and forgotten by the new daemon, the eviction ended
+ * with the old one (a release returns -ENOTCONN to say the daemon was not told). A daemon that
+ * stops on purpose (SIGTERM: ROCMMEM_EVENT_SHUTDOWN) reclaims everything: its end is final.
+ * When the window passes, the connection ends for good: ROCMMEM_EVENT_DISCONNECTED, and calls
+ * fail with -ECONNRESET as without reconnection.
+ *
+ * $ROCMMEM_RECONNECT=0 turns reconnection off for every client of the process (the old
+ * behaviour: the first loss is final); ROCMMEM_RECONNECT=SECONDS sets the window.
+ */
+
+/*
+ * Flags for rocmmem_connect_options.flags. ROCMMEM_CONNECT_NO_RECONNECT: when the daemon goes
+ * away, the end is final. ROCMMEM_CONNECT_NO_WAIT: while reconnecting, calls fail at once
+ * (-ENOTCONN), after an attempt if one is due: for hosts that must never wait for the daemon
+ * (fail-safe).
+ */
+#define ROCMMEM_CONNECT_NO_RECONNECT 0x1u
+#define ROCMMEM_CONNECT_NO_WAIT 0x2u
+
+/* What rocmmem_connect_with takes. Zeroed fields mean the defaults. */
+struct rocmmem_connect_options {
+	size_t size;		 /* sizeof(struct rocmmem_connect_options): fields may be added */
+	const char *socket_path; /* as rocmmem_connect's */
+	const char *name;	 /* as rocmmem_connect's */
+	int timeout_ms;		 /* as rocmmem_connect's */
+	uint32_t flags;		 /* ROCMMEM_CONNECT_* */
+	int reconnect_window_ms; /* how long to try to reconnect: 0 the default (60 s, or
+				  * $ROCMMEM_RECONNECT), < 0 no limit */
+};
+
+/*
+ * rocmmem_connect_with is rocmmem_connect with options (reconnection). Returns as
+ * rocmmem_connect; -EINVAL for options without their size, or unknown flags.
+ */
+ROCMMEM_EXPORT int rocmmem_connect_with(const struct rocmmem_connect_options *options,
+					rocmmem_client **out);
+
+enum rocmmem_connection_state {
+	ROCMMEM_CONNECTED = 0,
+	ROCMMEM_RECONNECTING = 1, /* the daemon went away; the library is bringing it back */
+	ROCMMEM_DISCONNECTED = 2, /* for good: calls fail with -ECONNRESET */
+};
+
+/* rocmmem_client_state says where the connection stands. Thread-safe. */
+ROCMMEM_EXPORT enum rocmmem_connection_state rocmmem_client_state(rocmmem_client *client);
+
+/*
  * rocmmem_disconnect closes the connection and frees the client. Every lease still held
  * through it is released: its mapping is unmapped and its fd closed, so pointers into it must
  * no longer be used. The daemon reclaims the memory at once. NULL is ignored.
@@ -142,7 +212,8 @@ struct rocmmem_lease_request {
  * rocmmem_lease_release (or by rocmmem_disconnect). Returns 0; -EINVAL (bad request);
  * -E2BIG (larger than the device's whole budget: it can never be granted); -ENOMEM (does not
  * fit now and timeout_ms was 0); -ETIMEDOUT (did not fit in time); -ENODEV (no such device);
- * -EDQUOT or -EBUSY (a limit of this connection); -ECONNRESET (the daemon went away); or
+ * -EDQUOT or -EBUSY (a limit of this connection); -ENOTCONN (the daemon went away and is not
+ * back within timeout_ms: see Reconnection); -ECONNRESET (the connection ended for good); or
  * another negative errno. rocmmem_last_error() explains a refusal: what was free and who holds
  * the rest.
  */
@@ -294,6 +365,7 @@ struct rocmmem_client_info {
 	uint32_t models;	 /* registered models */
 	uint64_t reserved_bytes; /* its models' reservations */
 	uint32_t waiting;	 /* its requests waiting for memory */
+	int pidfd;		 /* the daemon holds a pidfd of the process (docs/security.md) */
 };
 
 struct rocmmem_lease_info {
@@ -397,6 +469,30 @@ struct rocmmem_denial_info {
 ROCMMEM_EXPORT size_t rocmmem_status_denial_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_denial_info *rocmmem_status_denial(const rocmmem_status *st,
 								       size_t index);
+
+/*
+ * A limit that keeps clients from growing the daemon without bound (docs/security.md), as a
+ * status reports it: name is its key in the configuration's [limits] section.
+ */
+struct rocmmem_limit_info {
+	const char *name;
+	uint64_t value; /* in force: a count, bytes, or ms for handshake_timeout; 0 if unlimited */
+	int unlimited;
+	uint64_t hits; /* times a client ran into it since the daemon started */
+};
+
+/* Every limit, in the daemon's order (none from a daemon that does not report them). */
+ROCMMEM_EXPORT size_t rocmmem_status_limit_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_limit_info *rocmmem_status_limit(const rocmmem_status *st,
+								     size_t index);
+
+/* What the daemon's access policy refused since it started. */
+struct rocmmem_access_info {
+	uint64_t peers_refused;	   /* connections of users and groups not allowed */
+	uint64_t requests_refused; /* requests refused with -EPERM: not the owner, not an admin */
+};
+
+ROCMMEM_EXPORT const struct rocmmem_access_info *rocmmem_status_access(const rocmmem_status *st);
 
 /* Counts and items: index must be below the count, else NULL is returned. */
 ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);
@@ -535,6 +631,9 @@ enum rocmmem_event_type {
 	ROCMMEM_EVENT_DISCONNECTED = 5,	 /* the connection ended (the library's own event) */
 	ROCMMEM_EVENT_SAMPLE = 6,	 /* a telemetry sample: sample, sample_info (Telemetry) */
 	ROCMMEM_EVENT_TELEMETRY = 7,	 /* something happened in the daemon: telemetry */
+	ROCMMEM_EVENT_RECONNECTING = 8,	 /* the daemon went away: reconnecting (reason why) */
+	ROCMMEM_EVENT_RECONNECTED = 9,	 /* back, what it holds re-declared (reason: a summary;
+					  * what was refused came just before as revocations) */
 	ROCMMEM_EVENT_OTHER = 100,	 /* a kind this library version does not know */
 };
 
@@ -574,8 +673,9 @@ ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *client, rocmmem_ev
 					      void *userdata);
 
 /*
- * rocmmem_event_fd returns an fd that polls readable (POLLIN) whenever events may be waiting;
- * put it in poll/epoll/select or an asyncio loop and call rocmmem_dispatch when it is.
+ * rocmmem_event_fd returns an fd that polls readable (POLLIN) whenever events may be waiting,
+ * or a reconnection attempt is due (see Reconnection); put it in poll/epoll/select or an
+ * asyncio loop and call rocmmem_dispatch when it is.
  * Owned by the client: do not read or close it.
  */
 ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
@@ -584,7 +684,10 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
  * rocmmem_dispatch handles whatever events have arrived, without blocking, calling the event
  * callback for each from the calling thread (with no library lock held: the callback may call
  * the library). Returns the number of events handled, or -ECONNRESET once the connection has
- * ended (after delivering ROCMMEM_EVENT_DISCONNECTED once).
+ * ended (after delivering ROCMMEM_EVENT_DISCONNECTED once). While the library reconnects it
+ * makes the attempt that is due, which takes a connect and, when the daemon answers, the
+ * re-declarations (milliseconds; each step waits for the daemon at most 2 s before hello, and
+ * longer once memory is being taken over, when giving up would hand it back).
  */
 ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *client);
 

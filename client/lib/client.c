@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@
 /* Retry interval while a daemon that is starting has no socket yet. */
 #define CONN_RETRY_MS 20
 
-static uint64_t now_ms(void)
+uint64_t conn_now_ms(void)
 {
 	struct timespec ts;
 
@@ -37,7 +38,7 @@ static uint64_t now_ms(void)
 /* remaining_ms returns the time left before deadline (-1: none), at least 0. */
 static int64_t remaining_ms(int64_t deadline)
 {
-	uint64_t now = now_ms();
+	uint64_t now = conn_now_ms();
 
 	if (deadline < 0)
 		return -1;
@@ -46,7 +47,7 @@ static int64_t remaining_ms(int64_t deadline)
 
 static int64_t deadline_after(int64_t timeout_ms)
 {
-	return timeout_ms < 0 ? -1 : (int64_t)(now_ms() + (uint64_t)timeout_ms);
+	return timeout_ms < 0 ? -1 : (int64_t)(conn_now_ms() + (uint64_t)timeout_ms);
 }
 
 void inmsg_free(struct inmsg *m)
@@ -56,6 +57,7 @@ void inmsg_free(struct inmsg *m)
 	wire_close_fds(m->fds, m->nfds);
 	if (m->msg)
 		rocmmem__wire__server_message__free_unpacked(m->msg, NULL);
+	free(m->lib);
 	free(m);
 }
 
@@ -69,29 +71,19 @@ uint64_t conn_next_id(rocmmem_client *c)
 	return id;
 }
 
-int conn_send(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg)
+/*
+ * send_packed sends one packed request on fd. A SEQPACKET send is atomic, so threads may send
+ * without holding the lock. A daemon that stopped reading must not hang the caller: wait for
+ * room a bounded time. Returns 0 or a negative errno (message recorded).
+ */
+static int send_packed(int fd, const uint8_t *buf, size_t len)
 {
-	size_t need = protobuf_c_message_get_packed_size(&msg->base);
-	uint8_t small[1024], *buf = small;
 	int err;
 
-	if (need > WIRE_MAX_FRAME)
-		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
-				 WIRE_MAX_FRAME);
-	if (need > sizeof(small)) {
-		buf = malloc(need);
-		if (!buf)
-			return error_set(-ENOMEM, "out of memory");
-	}
-	protobuf_c_message_pack(&msg->base, buf);
-	/*
-	 * A SEQPACKET send is atomic, so threads may send without holding the lock. A daemon that
-	 * stopped reading must not hang the caller: wait for room a bounded time.
-	 */
 	for (;;) {
-		struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
 
-		err = wire_send(c->fd, buf, need, NULL, 0, MSG_DONTWAIT);
+		err = wire_send(fd, buf, len, NULL, 0, MSG_DONTWAIT);
 		if (err != -EAGAIN)
 			break;
 		if (poll(&pfd, 1, CONN_REPLY_GRACE_MS) == 0) {
@@ -99,8 +91,6 @@ int conn_send(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg)
 			break;
 		}
 	}
-	if (buf != small)
-		free(buf);
 	if (err == -EPIPE || err == -ECONNRESET)
 		return error_set(-ECONNRESET, "the connection to rocmmemd ended");
 	if (err == -ETIMEDOUT)
@@ -111,19 +101,76 @@ int conn_send(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg)
 	return 0;
 }
 
-/* mark_broken records the end of the connection; lock held. */
+/* pack packs msg into small or a buffer it allocates (*buf). Returns the length or an error. */
+static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t small_len,
+		    uint8_t **buf)
+{
+	size_t need = protobuf_c_message_get_packed_size(&msg->base);
+
+	*buf = small;
+	if (need > WIRE_MAX_FRAME)
+		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
+				 WIRE_MAX_FRAME);
+	if (need > small_len) {
+		*buf = malloc(need);
+		if (!*buf)
+			return error_set(-ENOMEM, "out of memory");
+	}
+	protobuf_c_message_pack(&msg->base, *buf);
+	return (ssize_t)need;
+}
+
+/* lost_error records why a request cannot be sent while the library reconnects; lock held. */
+static int lost_error(const rocmmem_client *c)
+{
+	uint64_t now = conn_now_ms();
+
+	return error_set(
+	    -ENOTCONN, "rocmmemd went away %.1f s ago (%s); reconnecting, next attempt in %llu ms",
+	    (double)(now - c->lost_ms) / 1000.0, c->lost_msg,
+	    (unsigned long long)(c->next_attempt_ms > now ? c->next_attempt_ms - now : 0));
+}
+
+int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t *gen)
+{
+	uint8_t small[1024], *buf;
+	ssize_t len = pack(msg, small, sizeof(small), &buf);
+	int fd, err;
+
+	if (len < 0)
+		return (int)len;
+	pthread_mutex_lock(&c->lock);
+	if (c->broken || c->reconnecting) {
+		err = c->broken ? error_set(c->broken_err, "%s", c->broken_msg) : CONN_LOST;
+		pthread_mutex_unlock(&c->lock);
+		goto out;
+	}
+	fd = c->fd;
+	*gen = c->gen;
+	/* A new connection takes this fd's number only once no thread sends on the old one. */
+	c->sending++;
+	pthread_mutex_unlock(&c->lock);
+	err = send_packed(fd, buf, (size_t)len);
+	pthread_mutex_lock(&c->lock);
+	c->sending--;
+	if (err == -ECONNRESET) {
+		reconnect_lost(c, *gen, err, "the connection to rocmmemd ended");
+		if (c->reconnecting)
+			err = CONN_LOST;
+	}
+	if (c->sending == 0)
+		pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+out:
+	if (buf != small)
+		free(buf);
+	return err;
+}
+
+/* mark_broken ends the connection for good (the daemon refused it); lock held. */
 static void mark_broken(rocmmem_client *c, int err, const char *why)
 {
-	if (c->broken)
-		return;
-	c->broken = true;
-	c->broken_err = err;
-	snprintf(c->broken_msg, sizeof(c->broken_msg), "%s", why);
-	/* Wake rocmmem_dispatch users so they learn of it. */
-	uint64_t one = 1;
-	if (write(c->efd, &one, sizeof(one)) < 0) {
-		/* The counter only saturates; a pending wake-up is enough. */
-	}
+	reconnect_lost(c, c->gen, err, why);
 }
 
 static bool take_abandoned(rocmmem_client *c, uint64_t id)
@@ -154,6 +201,7 @@ static void abandon(rocmmem_client *c, uint64_t id)
 /*
  * undo_late_reply handles a reply nobody waits for any more: a lease granted after its
  * requester gave up is released at once, so the daemon does not charge it to this process.
+ * Lock held, by the thread reading the current connection.
  */
 static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 {
@@ -164,6 +212,8 @@ static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 	if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_LEASE && r->lease->has_lease_id) {
 		Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 		Rocmmem__Wire__LeaseRelease rel = ROCMMEM__WIRE__LEASE_RELEASE__INIT;
+		uint8_t small[256], *buf;
+		ssize_t len;
 
 		rel.has_lease_id = true;
 		rel.lease_id = r->lease->lease_id;
@@ -171,8 +221,11 @@ static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 		msg.id = c->next_id++;
 		msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
 		msg.lease_release = &rel;
-		if (conn_send(c, &msg) == 0)
+		len = pack(&msg, small, sizeof(small), &buf);
+		if (len > 0 && send_packed(c->fd, buf, (size_t)len) == 0)
 			abandon(c, msg.id);
+		if (len > 0 && buf != small)
+			free(buf);
 	}
 	inmsg_free(m);
 }
@@ -188,19 +241,28 @@ static bool has_events(const rocmmem_client *c)
 	return c->events || c->telemetry || c->sample;
 }
 
+static void wake(rocmmem_client *c)
+{
+	uint64_t one = 1;
+
+	if (write(c->efd, &one, sizeof(one)) < 0) {
+		/* Saturated counter: the fd is readable anyway. */
+	}
+}
+
 /*
- * queue_event files an event; lock held. A sample replaces the one not yet delivered, and
+ * conn_queue_event files an event; lock held. A sample replaces the one not yet delivered, and
  * telemetry beyond its cap pushes out the oldest (both counted into what is delivered next),
  * so that neither grows a host that does not dispatch, nor crowds out the events that matter
- * (evict requests, revocations, shutdown), which have their own queue.
+ * (evict requests, revocations, shutdown, the library's own), which have their own queue.
  */
-static void queue_event(rocmmem_client *c, struct inmsg *m)
+void conn_queue_event(rocmmem_client *c, struct inmsg *m)
 {
-	Rocmmem__Wire__Event *e = m->msg->event;
+	Rocmmem__Wire__Event *e = m->msg ? m->msg->event : NULL;
 	struct inmsg *old;
 
 	m->next = NULL;
-	switch (e->body_case) {
+	switch (e ? e->body_case : ROCMMEM__WIRE__EVENT__BODY__NOT_SET) {
 	case ROCMMEM__WIRE__EVENT__BODY_SAMPLE:
 		if ((old = c->sample)) {
 			c->samples_lost = add_lost(c->samples_lost,
@@ -225,7 +287,7 @@ static void queue_event(rocmmem_client *c, struct inmsg *m)
 		c->telemetry_count++;
 		break;
 	default:
-		if (c->event_count >= CONN_MAX_EVENTS) {
+		if (c->event_count >= CONN_MAX_EVENTS && !m->lib) {
 			inmsg_free(m);
 			return;
 		}
@@ -234,10 +296,25 @@ static void queue_event(rocmmem_client *c, struct inmsg *m)
 		c->event_count++;
 		break;
 	}
-	uint64_t one = 1;
-	if (write(c->efd, &one, sizeof(one)) < 0) {
-		/* Saturated counter: the fd is readable anyway. */
+	wake(c);
+}
+
+int conn_queue_lib(rocmmem_client *c, enum rocmmem_event_type type, uint64_t lease_id,
+		   uint64_t model_id, const char *reason)
+{
+	struct inmsg *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->lib = calloc(1, sizeof(*m->lib)))) {
+		free(m);
+		return -ENOMEM;
 	}
+	m->lib->type = type;
+	m->lib->lease_id = lease_id;
+	m->lib->model_id = model_id;
+	snprintf(m->lib->reason, sizeof(m->lib->reason), "%s", reason ? reason : "");
+	m->seq = ++c->last_seq;
+	conn_queue_event(c, m);
+	return 0;
 }
 
 void conn_drop_telemetry(rocmmem_client *c)
@@ -270,7 +347,21 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 			for (struct rocmmem_lease *l = c->leases; l; l = l->next)
 				if (l->id == e->lease_revoked->lease_id)
 					l->revoked = true;
-		queue_event(c, m);
+		/* So is a revoked model's reservation: not to be declared again after a restart. */
+		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED) {
+			struct lib_model *lm = model_by_daemon_id(c, e->model_revoked->model_id);
+
+			if (lm)
+				lm->reservation = 0;
+		}
+		/* The daemon stops on purpose: the end that follows is final, not a crash. */
+		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN)
+			c->shutdown_seen = true;
+		/* Numbered after every event of the connections before this one. */
+		m->seq = c->seq_base + e->seq;
+		if (m->seq > c->last_seq)
+			c->last_seq = m->seq;
+		conn_queue_event(c, m);
 		return;
 	}
 	if (!r->has_id || r->id == 0) {
@@ -326,7 +417,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 		snprintf(why, why_len, "%s",
 			 n == 0 ? "the daemon closed the connection"
 				: "the connection to rocmmemd failed");
-		return n == 0 ? -ECONNRESET : (int)n;
+		return n == 0 || n == -EPIPE ? -ECONNRESET : (int)n;
 	}
 	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
 	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
@@ -344,6 +435,7 @@ static bool pump_socket(rocmmem_client *c, int64_t timeout_ms)
 {
 	char why[256] = "";
 	struct inmsg *m = NULL;
+	uint64_t gen = c->gen;
 	int rc;
 
 	c->reading = true;
@@ -354,7 +446,7 @@ static bool pump_socket(rocmmem_client *c, int64_t timeout_ms)
 	if (rc > 0)
 		file_message(c, m);
 	else if (rc < 0)
-		mark_broken(c, rc, why);
+		reconnect_lost(c, gen, rc, why);
 	pthread_cond_broadcast(&c->cond);
 	return rc != 0;
 }
@@ -373,7 +465,7 @@ static struct inmsg *take_reply(rocmmem_client *c, uint64_t id)
 	return NULL;
 }
 
-static void timed_wait(rocmmem_client *c, int64_t deadline)
+void conn_timed_wait(rocmmem_client *c, int64_t deadline)
 {
 	struct timespec ts;
 	uint64_t ms;
@@ -389,7 +481,7 @@ static void timed_wait(rocmmem_client *c, int64_t deadline)
 	pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 }
 
-static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out);
+static void to_event(rocmmem_client *c, const struct inmsg *m, struct rocmmem_event *out);
 
 /* The events taken for one round of delivery. */
 struct batch {
@@ -398,7 +490,7 @@ struct batch {
 	unsigned epoch; /* the subscription's, when taken */
 };
 
-/* batch_next takes the batch's next event in the daemon's order (sequence numbers). */
+/* batch_next takes the batch's next event in the order they happened (sequence numbers). */
 static struct inmsg *batch_next(struct batch *b)
 {
 	struct inmsg **from = NULL, *m;
@@ -406,13 +498,13 @@ static struct inmsg *batch_next(struct batch *b)
 
 	if (b->events) {
 		from = &b->events;
-		seq = b->events->msg->event->seq;
+		seq = b->events->seq;
 	}
-	if (b->telemetry && b->telemetry->msg->event->seq < seq) {
+	if (b->telemetry && b->telemetry->seq < seq) {
 		from = &b->telemetry;
-		seq = b->telemetry->msg->event->seq;
+		seq = b->telemetry->seq;
 	}
-	if (b->sample && b->sample->msg->event->seq < seq)
+	if (b->sample && b->sample->seq < seq)
 		from = &b->sample;
 	if (!from)
 		return NULL;
@@ -462,26 +554,27 @@ static int deliver_events(rocmmem_client *c)
 	c->delivering = true;
 	pthread_mutex_unlock(&c->lock);
 	while ((m = batch_next(&b))) {
-		Rocmmem__Wire__Event *e = m->msg->event;
+		Rocmmem__Wire__Event *e = m->msg ? m->msg->event : NULL;
 		struct feed_view view = {0};
 		struct rocmmem_event ev;
 		int err = 0;
 
-		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_SAMPLE) {
+		if (e && e->body_case == ROCMMEM__WIRE__EVENT__BODY_SAMPLE) {
 			if (still_subscribed(c, b.epoch))
 				err = feed_to_event(c, m, b.samples_lost, &view, &ev);
 			else
 				err = -ECANCELED;
-		} else if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_TELEMETRY) {
+		} else if (e && e->body_case == ROCMMEM__WIRE__EVENT__BODY_TELEMETRY) {
 			if (still_subscribed(c, b.epoch))
 				err = feed_to_event(c, m, b.telemetry_lost, &view, &ev);
 			else
 				err = -ECANCELED;
 			b.telemetry_lost = 0;
 		} else {
-			to_event(e, &ev);
+			to_event(c, m, &ev);
 		}
 		if (err == 0) {
+			ev.seq = m->seq;
 			if (fn)
 				fn(c, &ev, userdata);
 			n++;
@@ -495,7 +588,8 @@ static int deliver_events(rocmmem_client *c)
 	return n;
 }
 
-int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg **out)
+int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_ms,
+		  struct inmsg **out)
 {
 	int64_t deadline = deadline_after(timeout_ms);
 	unsigned drained = 0;
@@ -512,6 +606,11 @@ int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg *
 		}
 		if (c->broken) {
 			err = error_set(c->broken_err, "%s", c->broken_msg);
+			break;
+		}
+		/* Its connection ended: the reply will never come (a new daemon never saw it). */
+		if (c->gen != gen || c->reconnecting) {
+			err = CONN_LOST;
 			break;
 		}
 		if (deadline >= 0 && remaining_ms(deadline) == 0) {
@@ -537,26 +636,96 @@ int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg *
 		if (!c->reading)
 			pump_socket(c, remaining_ms(deadline));
 		else
-			timed_wait(c, deadline);
+			conn_timed_wait(c, deadline);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 
-int conn_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t timeout_ms,
-	      struct inmsg **out)
+int conn_await(rocmmem_client *c, int64_t deadline)
 {
+	for (;;) {
+		if (c->broken)
+			return error_set(c->broken_err, "%s", c->broken_msg);
+		if (!c->reconnecting)
+			return 0;
+		if (reconnect_due(c)) {
+			reconnect_try(c);
+			continue;
+		}
+		if (deadline >= 0 && conn_now_ms() >= (uint64_t)deadline)
+			return lost_error(c);
+		/* Meanwhile events are delivered here too (the library's own, among them). */
+		if (has_events(c) && c->event_fn && !c->delivering) {
+			deliver_events(c);
+			continue;
+		}
+		if (c->attempting)
+			conn_timed_wait(c, deadline);
+		else if (deadline < 0 || c->next_attempt_ms < (uint64_t)deadline)
+			conn_timed_wait(c, (int64_t)c->next_attempt_ms);
+		else
+			conn_timed_wait(c, deadline);
+	}
+}
+
+struct call_opts conn_default_opts(int64_t reply_ms)
+{
+	struct call_opts o = {.reply_ms = reply_ms, .reconnect_ms = CONN_REPLY_GRACE_MS};
+
+	return o;
+}
+
+int conn_call_opts(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, const struct call_opts *o,
+		   struct inmsg **out)
+{
+	uint64_t start = conn_now_ms(), gen = 0;
+	int64_t own = o->timeout_field ? *o->timeout_field : 0, reply_ms = o->reply_ms;
+	int64_t reconnect_deadline;
 	Rocmmem__Wire__Reply *r;
 	struct inmsg *m;
 	int err;
 
 	*out = NULL;
-	msg->has_id = true;
-	msg->id = conn_next_id(c);
-	err = conn_send(c, msg);
-	if (err)
-		return err;
-	err = conn_wait(c, msg->id, timeout_ms, &m);
+	/* A host that asked never to wait for the daemon (fail-safe) only gets an attempt that
+	 * is due anyway. */
+	if (c->flags & ROCMMEM_CONNECT_NO_WAIT)
+		reconnect_deadline = (int64_t)start;
+	else if (o->reconnect_ms < 0)
+		reconnect_deadline = -1;
+	else
+		reconnect_deadline = (int64_t)(start + (uint64_t)o->reconnect_ms);
+	for (;;) {
+		msg->has_id = true;
+		msg->id = conn_next_id(c);
+		err = conn_send_gen(c, msg, &gen);
+		if (err == 0)
+			err = conn_wait_gen(c, msg->id, gen, reply_ms, &m);
+		if (err != CONN_LOST)
+			break;
+		if (o->once) {
+			pthread_mutex_lock(&c->lock);
+			err = c->broken ? error_set(c->broken_err, "%s", c->broken_msg)
+					: lost_error(c);
+			pthread_mutex_unlock(&c->lock);
+			return err;
+		}
+		/* The daemon went away before answering: once the library has reconnected (and
+		 * re-declared what it holds) the request goes to the new daemon, for what is left
+		 * of its time. */
+		pthread_mutex_lock(&c->lock);
+		err = conn_await(c, reconnect_deadline);
+		pthread_mutex_unlock(&c->lock);
+		if (err)
+			return err;
+		if (o->timeout_field && own >= 0) {
+			uint64_t spent = conn_now_ms() - start;
+
+			*o->timeout_field = (uint64_t)own > spent ? own - (int64_t)spent : 0;
+			if (o->reply_ms >= 0)
+				reply_ms = *o->timeout_field + CONN_REPLY_GRACE_MS;
+		}
+	}
 	if (err)
 		return err;
 	r = conn_reply(m);
@@ -567,6 +736,14 @@ int conn_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t time
 	}
 	*out = m;
 	return 0;
+}
+
+int conn_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t timeout_ms,
+	      struct inmsg **out)
+{
+	struct call_opts o = conn_default_opts(timeout_ms);
+
+	return conn_call_opts(c, msg, &o, out);
 }
 
 /* open_socket connects to path, retrying while it is absent or refusing until the deadline. */
@@ -603,6 +780,36 @@ static int open_socket(const char *path, int64_t deadline, int *out)
 	return error_set(err, "Could not connect to %s: %s", path, strerror(-err));
 }
 
+/*
+ * refused_why reads the reason a daemon that refused the connection at once sent before it
+ * closed (too many clients, a user not allowed): the hello may have found the connection
+ * closed already, but the reason waits in the socket. Returns its negative errno (recorded
+ * as the error), or 0 when there is none.
+ */
+static int refused_why(rocmmem_client *c)
+{
+	uint8_t *buf = malloc(WIRE_MAX_FRAME);
+	Rocmmem__Wire__ServerMessage *m;
+	unsigned nfds = 0;
+	int fds[WIRE_MAX_FDS], err = 0;
+	ssize_t n;
+
+	if (!buf)
+		return 0;
+	n = wire_recv(c->fd, buf, WIRE_MAX_FRAME, fds, &nfds, MSG_DONTWAIT);
+	if (n == -ECONNRESET) /* reported once, before what is left to read */
+		n = wire_recv(c->fd, buf, WIRE_MAX_FRAME, fds, &nfds, MSG_DONTWAIT);
+	wire_close_fds(fds, nfds);
+	m = n > 0 ? rocmmem__wire__server_message__unpack(NULL, (size_t)n, buf) : NULL;
+	if (m && m->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY &&
+	    (!m->reply->has_id || m->reply->id == 0) && m->reply->has_error && m->reply->error < 0)
+		err = error_from_reply(m->reply);
+	if (m)
+		rocmmem__wire__server_message__free_unpacked(m, NULL);
+	free(buf);
+	return err;
+}
+
 static int say_hello(rocmmem_client *c, const char *name, int64_t deadline)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
@@ -618,6 +825,11 @@ static int say_hello(rocmmem_client *c, const char *name, int64_t deadline)
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &hello;
 	err = conn_call(c, &msg, wait > 0 ? wait : CONN_REPLY_GRACE_MS, &m);
+	if (err == -ECONNRESET) {
+		int why = refused_why(c);
+
+		return why ? why : err;
+	}
 	if (err)
 		return err;
 	if (conn_reply(m)->body_case != ROCMMEM__WIRE__REPLY__BODY_HELLO) {
@@ -645,8 +857,9 @@ static int setup_event_fd(rocmmem_client *c)
 	struct epoll_event ev = {.events = EPOLLIN};
 
 	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	c->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (c->efd < 0 || c->epfd < 0)
+	if (c->efd < 0 || c->tfd < 0 || c->epfd < 0)
 		return -errno;
 	ev.data.fd = c->fd;
 	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
@@ -654,14 +867,17 @@ static int setup_event_fd(rocmmem_client *c)
 	ev.data.fd = c->efd;
 	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->efd, &ev) < 0)
 		return -errno;
+	ev.data.fd = c->tfd;
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &ev) < 0)
+		return -errno;
 	return 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, int timeout_ms,
-				   rocmmem_client **out)
+ROCMMEM_EXPORT int rocmmem_connect_with(const struct rocmmem_connect_options *opts,
+					rocmmem_client **out)
 {
-	int64_t deadline = deadline_after(timeout_ms);
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct rocmmem_connect_options o = {0};
+	int64_t deadline;
 	pthread_condattr_t attr;
 	rocmmem_client *c;
 	int err;
@@ -669,13 +885,17 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 	if (!out)
 		return error_set(-EINVAL, "rocmmem_connect needs somewhere to store the client");
 	*out = NULL;
-	err = sockpath_resolve(socket_path, SOCKPATH_CLIENT, path, sizeof(path));
-	if (err)
-		return error_set(err, "Could not use the socket path: %s", strerror(-err));
+	/* Fields a caller built against an older header does not know stay at their default. */
+	if (!opts || opts->size < offsetof(struct rocmmem_connect_options, flags))
+		return error_set(-EINVAL, "rocmmem_connect_with needs options with their size set");
+	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	if (o.flags & ~(uint32_t)(ROCMMEM_CONNECT_NO_RECONNECT | ROCMMEM_CONNECT_NO_WAIT))
+		return error_set(-EINVAL, "unknown connect flags 0x%x", o.flags);
+	deadline = deadline_after(o.timeout_ms);
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return error_set(-ENOMEM, "out of memory");
-	c->fd = c->efd = c->epfd = -1;
+	c->fd = c->efd = c->tfd = c->epfd = -1;
 	c->next_id = 1;
 	c->events_tail = &c->events;
 	c->telemetry_tail = &c->telemetry;
@@ -684,7 +904,17 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &attr);
 	pthread_condattr_destroy(&attr);
-	err = open_socket(path, deadline, &c->fd);
+	reconnect_init(c, o.flags, o.reconnect_window_ms);
+	err = sockpath_resolve(o.socket_path, SOCKPATH_CLIENT, c->path, sizeof(c->path));
+	if (err) {
+		error_set(err, "Could not use the socket path: %s", strerror(-err));
+		goto fail;
+	}
+	if (o.name && !(c->name = strdup(o.name))) {
+		err = error_set(-ENOMEM, "out of memory");
+		goto fail;
+	}
+	err = open_socket(c->path, deadline, &c->fd);
 	if (err)
 		goto fail;
 	{
@@ -699,7 +929,7 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 		error_set(err, "Could not set up the event fd: %s", strerror(-err));
 		goto fail;
 	}
-	err = say_hello(c, name, deadline);
+	err = say_hello(c, o.name, deadline);
 	if (err)
 		goto fail;
 	*out = c;
@@ -707,6 +937,15 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 fail:
 	rocmmem_disconnect(c);
 	return err;
+}
+
+ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, int timeout_ms,
+				   rocmmem_client **out)
+{
+	struct rocmmem_connect_options o = {
+	    .size = sizeof(o), .socket_path = socket_path, .name = name, .timeout_ms = timeout_ms};
+
+	return rocmmem_connect_with(&o, out);
 }
 
 ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
@@ -720,6 +959,8 @@ ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
 		close(c->fd);
 	if (c->efd >= 0)
 		close(c->efd);
+	if (c->tfd >= 0)
+		close(c->tfd);
 	if (c->epfd >= 0)
 		close(c->epfd);
 	while ((m = c->replies)) {
@@ -737,6 +978,7 @@ ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
 		c->abandoned = a->next;
 		free(a);
 	}
+	reconnect_finish(c);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c->daemon_version);
@@ -759,6 +1001,18 @@ ROCMMEM_EXPORT unsigned rocmmem_client_device_count(const rocmmem_client *c)
 	return c->device_count;
 }
 
+ROCMMEM_EXPORT enum rocmmem_connection_state rocmmem_client_state(rocmmem_client *c)
+{
+	enum rocmmem_connection_state state;
+
+	pthread_mutex_lock(&c->lock);
+	state = c->broken	  ? ROCMMEM_DISCONNECTED
+		: c->reconnecting ? ROCMMEM_RECONNECTING
+				  : ROCMMEM_CONNECTED;
+	pthread_mutex_unlock(&c->lock);
+	return state;
+}
+
 ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *c, rocmmem_event_fn fn,
 					      void *userdata)
 {
@@ -774,12 +1028,20 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *c)
 	return c->epfd;
 }
 
-/* to_event fills the public view of a received event. */
-static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out)
+/* to_event fills the public view of a received event, or of one of the library's own. */
+static void to_event(rocmmem_client *c, const struct inmsg *m, struct rocmmem_event *out)
 {
+	const Rocmmem__Wire__Event *e = m->msg ? m->msg->event : NULL;
+
 	memset(out, 0, sizeof(*out));
-	out->seq = e->seq;
 	out->reason = "";
+	if (m->lib) {
+		out->type = m->lib->type;
+		out->lease_id = m->lib->lease_id;
+		out->model_id = m->lib->model_id;
+		out->reason = m->lib->reason;
+		return;
+	}
 	switch (e->body_case) {
 	case ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN:
 		out->type = ROCMMEM_EVENT_SHUTDOWN;
@@ -788,13 +1050,13 @@ static void to_event(const Rocmmem__Wire__Event *e, struct rocmmem_event *out)
 		break;
 	case ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST:
 		out->type = ROCMMEM_EVENT_EVICT_REQUEST;
-		out->model_id = e->evict_request->model_id;
+		out->model_id = model_host_id(c, e->evict_request->model_id);
 		out->bytes_needed = e->evict_request->bytes_needed;
 		out->deadline_ms = e->evict_request->deadline_ms;
 		break;
 	case ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED:
 		out->type = ROCMMEM_EVENT_MODEL_REVOKED;
-		out->model_id = e->model_revoked->model_id;
+		out->model_id = model_host_id(c, e->model_revoked->model_id);
 		if (e->model_revoked->reason)
 			out->reason = e->model_revoked->reason;
 		break;
@@ -819,8 +1081,18 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 	int handled, reads = 0;
 
 	pthread_mutex_lock(&c->lock);
+	if (c->reconnecting) {
+		uint64_t expirations;
+
+		/* The timer made the event fd readable: an attempt is due, made here. */
+		if (read(c->tfd, &expirations, sizeof(expirations)) < 0) {
+			/* EAGAIN: not due yet. */
+		}
+		if (reconnect_due(c))
+			reconnect_try(c);
+	}
 	/* Read whatever has arrived, unless another thread is reading for everyone already. */
-	while (!c->reading && !c->broken && reads++ < CONN_DISPATCH_MAX_READS &&
+	while (!c->reading && !c->broken && !c->reconnecting && reads++ < CONN_DISPATCH_MAX_READS &&
 	       pump_socket(c, 0)) {
 	}
 	handled = deliver_events(c);

@@ -51,6 +51,10 @@ ROCMMEM_EXPORT const char *rocmmem_strerror(int err)
 		return "the daemon is not running";
 	case -ECONNRESET:
 		return "the connection to the daemon ended";
+	case -ENOTCONN:
+		return "the daemon went away: reconnecting";
+	case -ESTALE:
+		return "the restarted daemon has no record of it";
 	case -EPROTONOSUPPORT:
 		return "the daemon speaks another protocol version";
 	case -EPROTO:

@@ -138,6 +138,13 @@ ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *c, unsigned what, uint32_t 
 		  ? error_set(-EPROTO, "the daemon reported an impossible sample interval")
 		  : (int)r->subscribe->interval_ms;
 	inmsg_free(m);
+	if (err >= 0) {
+		/* Renewed on a new connection, should the daemon restart. */
+		pthread_mutex_lock(&c->lock);
+		c->sub_what = what;
+		c->sub_interval_ms = interval_ms;
+		pthread_mutex_unlock(&c->lock);
+	}
 	return err;
 }
 
@@ -152,6 +159,9 @@ ROCMMEM_EXPORT int rocmmem_unsubscribe(rocmmem_client *c)
 		return error_set(-EINVAL, "rocmmem_unsubscribe needs a client");
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE;
 	msg.unsubscribe = &unsub;
+	pthread_mutex_lock(&c->lock);
+	c->sub_what = 0;
+	pthread_mutex_unlock(&c->lock);
 	err = conn_call(c, &msg, CONN_REPLY_GRACE_MS, &m);
 	inmsg_free(m);
 	/* The daemon sends nothing after its reply: what is queued now is all there is. */

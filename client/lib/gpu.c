@@ -18,7 +18,8 @@
 static pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hipapi hip;
 static struct cuapi cuda;
-static int hip_state, cuda_state; /* 0 not tried, 1 loaded, < 0 the error */
+static int hip_state, cuda_state;   /* 0 not tried, 1 loaded, < 0 the error */
+static int hip_export, cuda_export; /* imported handles export again: 0 not tried, 1, -1 */
 static char hip_why[256], cuda_why[256];
 
 struct gpu_mapping {
@@ -432,4 +433,67 @@ bool gpu_dmabuf_takes_fd(uint32_t kind)
 {
 	/* hipImportExternalMemory owns the fd once it succeeds, as CUDA's import does. */
 	return kind == ROCMMEM_HANDLE_DMABUF;
+}
+
+int gpu_export(struct gpu_mapping *m, int *fds, unsigned max, unsigned *n)
+{
+	struct current saved;
+	int rc = 0;
+
+	*n = 0;
+	if (m->kind != ROCMMEM_HANDLE_VMM_FD || m->n > max)
+		return error_set(-EOPNOTSUPP, "only VMM memory can be exported again");
+	keep_current(m->runtime, &saved);
+	if (m->runtime == GPU_HIP)
+		hip.hipSetDevice(m->ordinal);
+	else
+		cuda.cuCtxSetCurrent(m->ctx);
+	for (unsigned i = 0; i < m->n; i++) {
+		int fd = -1;
+
+		if (m->runtime == GPU_HIP) {
+			hipapi_error_t err = hip.hipMemExportToShareableHandle(
+			    &fd, m->hip_handles[i], HIPAPI_MEM_HANDLE_POSIX_FD, 0);
+
+			if (err != HIPAPI_SUCCESS)
+				rc = hip_fail("hipMemExportToShareableHandle", err);
+		} else {
+			cuapi_result_t err = cuda.cuMemExportToShareableHandle(
+			    &fd, m->cu_handles[i], CUAPI_MEM_HANDLE_POSIX_FD, 0);
+
+			if (err != CUAPI_SUCCESS)
+				rc = cuda_fail("cuMemExportToShareableHandle", err);
+		}
+		if (rc == 0 && fd < 0)
+			rc = error_set(-EIO, "the runtime exported no fd");
+		if (rc) {
+			while (*n > 0)
+				close(fds[--*n]);
+			break;
+		}
+		fds[(*n)++] = fd;
+	}
+	restore_current(m->runtime, &saved);
+	return rc;
+}
+
+bool gpu_can_export(struct gpu_mapping *m)
+{
+	int *state = m->runtime == GPU_HIP ? &hip_export : &cuda_export;
+	int fds[GPU_MAX_CHUNKS];
+	unsigned n = 0;
+	int known;
+
+	pthread_mutex_lock(&runtime_lock);
+	known = *state;
+	pthread_mutex_unlock(&runtime_lock);
+	if (known)
+		return known > 0;
+	known = gpu_export(m, fds, GPU_MAX_CHUNKS, &n) == 0 ? 1 : -1;
+	while (n > 0)
+		close(fds[--n]);
+	pthread_mutex_lock(&runtime_lock);
+	*state = known;
+	pthread_mutex_unlock(&runtime_lock);
+	return known > 0;
 }

@@ -42,4 +42,19 @@ void gpu_unmap(struct gpu_mapping *m);
 /* gpu_dmabuf_takes_fd says whether a successful import of this kind owns its fd. */
 bool gpu_dmabuf_takes_fd(uint32_t kind);
 
+/*
+ * gpu_export exports the chunks of an imported VMM lease as fds again (the runtime's
+ * ExportToShareableHandle on the imported handles), to re-declare it to a restarted daemon:
+ * up to max fds into fds, their count in *n, each the caller's to close. Returns 0, or a
+ * negative errno when the runtime cannot (message recorded). Thread-safe.
+ */
+int gpu_export(struct gpu_mapping *m, int *fds, unsigned max, unsigned *n);
+
+/*
+ * gpu_can_export says whether this process's runtime exports imported VMM handles again, as
+ * found on m once per runtime (an export of its first chunk, closed at once). A lease whose
+ * runtime cannot keeps the fds it came with instead.
+ */
+bool gpu_can_export(struct gpu_mapping *m);
+
 #endif

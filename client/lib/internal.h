@@ -15,12 +15,50 @@
 /* How long a request may go unanswered beyond the wait it asked the daemon for. */
 #define CONN_REPLY_GRACE_MS 10000
 
-/* One message received from the daemon, with the fds that came with it. */
+/* How long one step of a reconnection (connect, hello, each re-declaration) may take. */
+#define CONN_RECONNECT_STEP_MS 2000
+/* The reconnection window by default, and the backoff between attempts. */
+#define CONN_RECONNECT_WINDOW_MS 60000
+#define CONN_BACKOFF_FIRST_MS 50
+#define CONN_BACKOFF_MAX_MS 2000
+
+/* An event the library makes itself: reconnecting, reconnected, and what a restarted daemon
+ * did not take back. */
+struct lib_event {
+	enum rocmmem_event_type type;
+	uint64_t lease_id;
+	uint64_t model_id;
+	char reason[256];
+};
+
+/* One message received from the daemon, with the fds that came with it, or a library event
+ * (msg NULL, lib set). */
 struct inmsg {
 	struct inmsg *next;
 	Rocmmem__Wire__ServerMessage *msg;
+	struct lib_event *lib;
+	uint64_t seq; /* events: their order across every connection of the client */
 	unsigned nfds;
 	int fds[WIRE_MAX_FDS];
+};
+
+/*
+ * A model this client registered, with what it takes to declare it again to a restarted
+ * daemon. The host knows it by id (what the first registration returned); a restarted daemon
+ * keeps that id where it can, else the library maps the host's id to the daemon's.
+ */
+struct lib_model {
+	struct lib_model *next;
+	uint64_t id;	    /* the host's */
+	uint64_t daemon_id; /* the current daemon's; 0: this daemon does not know it */
+	unsigned device;
+	char name[65];
+	uint32_t model_class;
+	uint64_t size;
+	int32_t priority;
+	bool pinned;
+	uint64_t reservation; /* as far as this process knows */
+	uint32_t use_count;
 };
 
 /* A request whose caller gave up waiting: its late reply is undone and dropped. */
@@ -52,19 +90,45 @@ struct rocmmem_lease {
 	void *ptr;		 /* host mapping, or the device address of a GPU lease */
 	struct gpu_mapping *gpu; /* how a GPU lease was imported, for undoing it */
 	uint64_t waited_ms;
+	uint64_t model_id; /* the host's id of the model it counts towards, or 0 */
+	/* An imported VMM lease whose runtime cannot export its handles again: the fds it came
+	 * with, kept to re-declare it after a restart of the daemon. */
+	unsigned nkept;
+	int kept[LEASE_MAX_FDS];
 	bool revoked; /* the daemon took it back (under client->lock) */
 };
 
 struct rocmmem_client {
-	int fd;	  /* the SOCK_SEQPACKET connection */
+	int fd;	  /* the SOCK_SEQPACKET connection (a new one takes its number: dup2) */
 	int efd;  /* eventfd: counts events queued for rocmmem_dispatch */
-	int epfd; /* what rocmmem_event_fd returns: epoll over fd and efd */
+	int tfd;  /* timerfd: readable when a reconnection attempt is due */
+	int epfd; /* what rocmmem_event_fd returns: epoll over fd (while up), efd and tfd */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool reading; /* a thread is receiving on fd for everyone */
-	bool broken;  /* the connection has ended */
+	bool broken;  /* the connection has ended for good */
 	int broken_err;
 	char broken_msg[256];
+	/* Reconnection (reconnect.c), under lock. */
+	char path[108];	    /* the socket, as resolved at connect */
+	char *name;	    /* as given to connect, or NULL */
+	uint32_t flags;	    /* ROCMMEM_CONNECT_* */
+	int64_t window_ms;  /* how long to try, < 0: no limit */
+	bool reconnecting;  /* the daemon went away; the library is bringing the connection back */
+	bool attempting;    /* a thread is trying now */
+	bool shutdown_seen; /* the daemon said it stops: the end is final */
+	uint64_t gen;	    /* the connection's number: bumped by each reconnection */
+	unsigned sending;   /* threads sending on fd right now (a new connection waits for them) */
+	uint64_t lost_ms, next_attempt_ms, backoff_ms;
+	unsigned attempts;
+	unsigned rand_state;
+	char lost_msg[256];
+	struct lib_model *models;
+	uint64_t seq_base, last_seq; /* events of each connection follow the previous one's */
+	unsigned sub_what;	     /* the subscription to renew on a new connection */
+	uint32_t sub_interval_ms;
+	char **retired; /* strings a reconnection replaced, freed at disconnect */
+	unsigned nretired;
 	bool disconnect_delivered;
 	bool delivering; /* a thread is running the event callback */
 	uint64_t next_id;
@@ -92,6 +156,89 @@ struct rocmmem_client {
 	uint8_t rx[WIRE_MAX_FRAME]; /* used only by the thread that is reading */
 };
 
+/* Internal: a request whose connection ended before its reply; it may be sent again once the
+ * library has reconnected. Never returned to the host. */
+#define CONN_LOST (-4096 - 1)
+
+/* How a request behaves while the daemon is away. */
+struct call_opts {
+	int64_t reply_ms;	/* wait for the reply once sent; < 0: no limit */
+	int64_t reconnect_ms;	/* wait for a reconnection before (re)sending; < 0: no limit */
+	int64_t *timeout_field; /* the request's own wait, shortened when it is sent again */
+	bool once;		/* never sent again: fails when its connection ends */
+};
+
+/* conn_default_opts: a request without a wait of its own (reply and reconnection: the grace). */
+struct call_opts conn_default_opts(int64_t reply_ms);
+
+/*
+ * conn_call_opts sends msg with a fresh id and waits for its first reply, sending it again on
+ * a new connection if the daemon went away meanwhile (unless once). Returns 0 with the reply
+ * in *out, or a negative errno (message recorded; *out NULL): the daemon's error, -ETIMEDOUT,
+ * -ENOTCONN (still reconnecting when its time was up), -ECONNRESET (disconnected for good).
+ */
+int conn_call_opts(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, const struct call_opts *o,
+		   struct inmsg **out);
+
+/*
+ * conn_send_gen sends on the current connection and stores its number in *gen. Returns 0,
+ * CONN_LOST (reconnecting: nothing sent) or the connection's final error.
+ */
+int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t *gen);
+
+/* conn_wait_gen is conn_wait for a request sent on connection gen: CONN_LOST if it ended. */
+int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_ms,
+		  struct inmsg **out);
+
+/*
+ * conn_await waits until the connection is up (0), ends for good (its error), or deadline
+ * (monotonic ms, < 0: none) passes while reconnecting (-ENOTCONN, message recorded), trying
+ * to reconnect when an attempt is due. Lock held.
+ */
+int conn_await(rocmmem_client *c, int64_t deadline);
+
+/* conn_now_ms: CLOCK_MONOTONIC in ms. */
+uint64_t conn_now_ms(void);
+
+/* conn_timed_wait waits on the client's condition until deadline (< 0: none); lock held. */
+void conn_timed_wait(rocmmem_client *c, int64_t deadline);
+
+/* conn_queue_lib queues a library event (lock held). Returns 0 or -ENOMEM. */
+int conn_queue_lib(rocmmem_client *c, enum rocmmem_event_type type, uint64_t lease_id,
+		   uint64_t model_id, const char *reason);
+
+/* conn_queue_event files a received event in its queue (lock held). */
+void conn_queue_event(rocmmem_client *c, struct inmsg *m);
+
+/*
+ * reconnect_lost decides what the end of connection gen means (lock held): nothing if a later
+ * connection is up already; else reconnecting, when it is allowed and this client holds
+ * leases or models; else the end for good (broken).
+ */
+void reconnect_lost(rocmmem_client *c, uint64_t gen, int err, const char *why);
+
+/* reconnect_try makes one attempt (lock held, released meanwhile) and installs the new
+ * connection, or schedules the next attempt, or gives up at the window's end. */
+void reconnect_try(rocmmem_client *c);
+
+/* reconnect_due says whether an attempt should be made now (lock held). */
+bool reconnect_due(const rocmmem_client *c);
+
+/* reconnect_init applies the options and $ROCMMEM_RECONNECT; reconnect_finish frees. */
+void reconnect_init(rocmmem_client *c, uint32_t flags, int window_ms);
+void reconnect_finish(rocmmem_client *c);
+
+/* The models this client registered (reconnect.c), under lock. */
+int model_track(rocmmem_client *c, uint64_t daemon_id, const struct rocmmem_model_desc *desc,
+		uint64_t *host_id);
+void model_untrack(rocmmem_client *c, uint64_t host_id);
+struct lib_model *model_by_id(rocmmem_client *c, uint64_t host_id);
+struct lib_model *model_by_daemon_id(rocmmem_client *c, uint64_t daemon_id);
+/* model_daemon_id maps a host's model id to the daemon's (ids of other clients' models pass). */
+uint64_t model_daemon_id(rocmmem_client *c, uint64_t host_id);
+/* model_host_id maps a daemon's model id back to the host's (lock taken here). */
+uint64_t model_host_id(rocmmem_client *c, uint64_t daemon_id);
+
 /* error_set records this thread's message for rocmmem_last_error and returns err. */
 int error_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -103,19 +250,6 @@ void inmsg_free(struct inmsg *m);
 
 /* conn_next_id returns a fresh request id. */
 uint64_t conn_next_id(rocmmem_client *c);
-
-/*
- * conn_send sends one request (msg->id already set). Returns 0 or a negative errno (message
- * recorded).
- */
-int conn_send(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg);
-
-/*
- * conn_wait waits for the next reply to request id, up to timeout_ms (< 0: no limit). On
- * success stores it in *out (the caller frees it with inmsg_free). Returns 0, -ETIMEDOUT (the
- * request is then abandoned: its late reply is undone), or the connection's error.
- */
-int conn_wait(rocmmem_client *c, uint64_t id, int64_t timeout_ms, struct inmsg **out);
 
 /*
  * conn_call sends msg with a fresh id and waits for its first reply. Returns 0 with the reply

@@ -73,9 +73,12 @@ static void unmap_and_close(struct rocmmem_lease *l)
 		munmap(l->ptr, (size_t)l->size);
 	for (unsigned i = 0; i < l->nfds; i++)
 		close(l->fds[i]);
+	for (unsigned i = 0; i < l->nkept; i++)
+		close(l->kept[i]);
 	l->gpu = NULL;
 	l->ptr = NULL;
 	l->nfds = 0;
+	l->nkept = 0;
 }
 
 void lease_forget_all(rocmmem_client *c)
@@ -89,19 +92,25 @@ void lease_forget_all(rocmmem_client *c)
 	}
 }
 
-/* send_release tells the daemon to release id and waits for its answer. */
+/*
+ * send_release tells the daemon to release id and waits for its answer. Never waits for a
+ * daemon that went away: the lease is no longer re-declared, so a restarted daemon forgets it
+ * (-ENOTCONN says that it was not told).
+ */
 static int send_release(rocmmem_client *c, uint64_t id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__LeaseRelease rel = ROCMMEM__WIRE__LEASE_RELEASE__INIT;
+	struct call_opts o = conn_default_opts(CONN_REPLY_GRACE_MS);
 	struct inmsg *m;
 	int err;
 
+	o.once = true;
 	rel.has_lease_id = true;
 	rel.lease_id = id;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
 	msg.lease_release = &rel;
-	err = conn_call(c, &msg, CONN_REPLY_GRACE_MS, &m);
+	err = conn_call_opts(c, &msg, &o, &m);
 	inmsg_free(m);
 	return err;
 }
@@ -172,6 +181,18 @@ static int adopt_gpu(rocmmem_client *c, struct rocmmem_lease *l, struct inmsg *m
 	if (rc == 0 && gpu_dmabuf_takes_fd(l->kind)) {
 		m->fds[0] = -1; /* the runtime owns it now */
 	}
+	/*
+	 * To re-declare it to a restarted daemon the library exports the imported handles again;
+	 * where this runtime cannot, it keeps the fds the lease came with (one per chunk, counted
+	 * against RLIMIT_NOFILE).
+	 */
+	if (rc == 0 && l->kind == ROCMMEM_HANDLE_VMM_FD &&
+	    !(c->flags & ROCMMEM_CONNECT_NO_RECONNECT) && !gpu_can_export(l->gpu)) {
+		for (unsigned i = 0; i < m->nfds; i++) {
+			l->kept[l->nkept++] = m->fds[i];
+			m->fds[i] = -1;
+		}
+	}
 	/* Imported handles hold the memory; the fds are no longer needed (inmsg_free closes). */
 	return rc;
 }
@@ -196,6 +217,7 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 	l->kind =
 	    g->has_handle_kind ? (enum rocmmem_handle_kind)g->handle_kind : ROCMMEM_HANDLE_NONE;
 	l->waited_ms = g->waited_ms;
+	l->model_id = req->model_id;
 	switch (l->kind) {
 	case ROCMMEM_HANDLE_MEMFD:
 		err = adopt_host(l, m, req->flags);
@@ -224,10 +246,9 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
+	struct call_opts o = conn_default_opts(0);
 	Rocmmem__Wire__Reply *r;
-	int64_t wait;
 	struct inmsg *m;
-	uint64_t id;
 	int err;
 
 	if (!c || !req || !out)
@@ -245,26 +266,22 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 	acq.tag = (char *)req->tag;
 	if (req->model_id) {
 		acq.has_model_id = true;
-		acq.model_id = req->model_id;
+		acq.model_id = model_daemon_id(c, req->model_id);
 	}
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
 	msg.lease_acquire = &acq;
-	/* The daemon answers by the request's own deadline; wait a grace period beyond it. */
-	wait = req->timeout_ms < 0 ? -1 : req->timeout_ms + CONN_REPLY_GRACE_MS;
+	/* The daemon answers by the request's own deadline; wait a grace period beyond it. While
+	 * the daemon restarts, the request waits for it within its own timeout. */
+	o.reply_ms = req->timeout_ms < 0 ? -1 : req->timeout_ms + CONN_REPLY_GRACE_MS;
 	if (req->timeout_ms > INT64_MAX - CONN_REPLY_GRACE_MS)
-		wait = -1;
-	msg.has_id = true;
-	msg.id = id = conn_next_id(c);
-	err = conn_send(c, &msg);
-	if (err)
-		return err;
-	err = conn_wait(c, id, wait, &m);
+		o.reply_ms = -1;
+	o.reconnect_ms = req->timeout_ms;
+	o.timeout_field = &acq.timeout_ms;
+	err = conn_call_opts(c, &msg, &o, &m);
 	if (err)
 		return err;
 	r = conn_reply(m);
-	if (r->has_error && r->error != 0) {
-		err = error_from_reply(r);
-	} else if (r->body_case != ROCMMEM__WIRE__REPLY__BODY_LEASE) {
+	if (r->body_case != ROCMMEM__WIRE__REPLY__BODY_LEASE) {
 		err = error_set(-EPROTO, "the daemon answered a lease request with something else");
 	} else {
 		uint64_t lease_id = r->lease->lease_id;
@@ -292,9 +309,10 @@ ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *l)
 	if (!l)
 		return 0;
 	c = l->client;
-	/* Unmap first: once the daemon has it back, the memory is gone. */
-	unmap_and_close(l);
+	/* Out of the client's list first (a reconnection no longer re-declares it), then
+	 * unmapped: once the daemon has it back, the memory is gone. */
 	unlink_lease(c, l);
+	unmap_and_close(l);
 	pthread_mutex_lock(&c->lock);
 	revoked = l->revoked;
 	pthread_mutex_unlock(&c->lock);

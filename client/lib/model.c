@@ -23,12 +23,69 @@ static int64_t wait_for(int64_t timeout_ms)
 	return timeout_ms + CONN_REPLY_GRACE_MS;
 }
 
+/*
+ * call_waiting is call for a request that waits for memory up to *timeout_ms (a field of
+ * msg): while the daemon restarts it waits for it within that same time.
+ */
+static int call_waiting(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t *timeout_ms)
+{
+	struct call_opts o = conn_default_opts(wait_for(*timeout_ms));
+	struct inmsg *m;
+	int err;
+
+	o.reconnect_ms = *timeout_ms;
+	o.timeout_field = timeout_ms;
+	err = conn_call_opts(c, msg, &o, &m);
+	inmsg_free(m);
+	return err;
+}
+
+/* tracked runs fn on this client's record of a model (lock held), if it is this client's. */
+static void tracked(rocmmem_client *c, uint64_t model_id, void (*fn)(struct lib_model *, uint64_t),
+		    uint64_t arg)
+{
+	struct lib_model *lm;
+
+	pthread_mutex_lock(&c->lock);
+	lm = model_by_id(c, model_id);
+	if (lm)
+		fn(lm, arg);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void acquired(struct lib_model *lm, uint64_t unused)
+{
+	(void)unused;
+	lm->use_count++;
+	/* Not resident before: the daemon reserved its size (a lease-only model reserves 0). */
+	if (lm->reservation == 0)
+		lm->reservation = lm->size;
+}
+
+static void released(struct lib_model *lm, uint64_t unused)
+{
+	(void)unused;
+	if (lm->use_count > 0)
+		lm->use_count--;
+}
+
+static void resized(struct lib_model *lm, uint64_t reservation)
+{
+	lm->reservation = reservation;
+}
+
+static void pinned(struct lib_model *lm, uint64_t pin)
+{
+	lm->pinned = pin != 0;
+}
+
 ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmmem_model_desc *desc,
 					  uint64_t *model_id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelRegister reg = ROCMMEM__WIRE__MODEL_REGISTER__INIT;
 	Rocmmem__Wire__Reply *r;
+	uint64_t daemon_id;
 	struct inmsg *m;
 	int err;
 
@@ -56,8 +113,14 @@ ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmme
 		inmsg_free(m);
 		return error_set(-EPROTO, "the daemon answered a registration with something else");
 	}
-	*model_id = r->model->model_id;
+	daemon_id = r->model->model_id;
 	inmsg_free(m);
+	err = model_track(c, daemon_id, desc, model_id);
+	if (err) {
+		/* Unknown to the library, it could not be declared again after a restart. */
+		rocmmem_model_unregister(c, daemon_id);
+		return error_set(err, "out of memory");
+	}
 	return 0;
 }
 
@@ -65,30 +128,38 @@ ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, i
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelAcquire req = ROCMMEM__WIRE__MODEL_ACQUIRE__INIT;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_acquire needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	req.has_timeout_ms = true;
 	req.timeout_ms = timeout_ms;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE;
 	msg.model_acquire = &req;
-	return call(c, &msg, wait_for(timeout_ms));
+	err = call_waiting(c, &msg, &req.timeout_ms);
+	if (err == 0)
+		tracked(c, model_id, acquired, 0);
+	return err;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *c, uint64_t model_id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelRelease req = ROCMMEM__WIRE__MODEL_RELEASE__INIT;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_release needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE;
 	msg.model_release = &req;
-	return call(c, &msg, CONN_REPLY_GRACE_MS);
+	err = call(c, &msg, CONN_REPLY_GRACE_MS);
+	if (err == 0)
+		tracked(c, model_id, released, 0);
+	return err;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, uint64_t reservation,
@@ -96,46 +167,63 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelResize req = ROCMMEM__WIRE__MODEL_RESIZE__INIT;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_resize needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	req.has_reservation = true;
 	req.reservation = reservation;
 	req.has_timeout_ms = true;
 	req.timeout_ms = timeout_ms;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE;
 	msg.model_resize = &req;
-	return call(c, &msg, wait_for(timeout_ms));
+	err = call_waiting(c, &msg, &req.timeout_ms);
+	if (err == 0)
+		tracked(c, model_id, resized, reservation);
+	return err;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *c, uint64_t model_id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelUnregister req = ROCMMEM__WIRE__MODEL_UNREGISTER__INIT;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_unregister needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER;
 	msg.model_unregister = &req;
-	return call(c, &msg, CONN_REPLY_GRACE_MS);
+	err = call(c, &msg, CONN_REPLY_GRACE_MS);
+	/* Forgotten here whatever the daemon said: it is never declared again. */
+	model_untrack(c, model_id);
+	return err;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *c, uint64_t model_id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__EvictAck req = ROCMMEM__WIRE__EVICT_ACK__INIT;
+	struct call_opts o = conn_default_opts(CONN_REPLY_GRACE_MS);
+	struct inmsg *m;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict_ack needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK;
 	msg.evict_ack = &req;
-	return call(c, &msg, CONN_REPLY_GRACE_MS);
+	/* Unloaded: a reconnection declares it without a reservation from now on. */
+	tracked(c, model_id, resized, 0);
+	o.once = true;
+	err = conn_call_opts(c, &msg, &o, &m);
+	inmsg_free(m);
+	/* The daemon that asked went away: its eviction ended with it, nothing to tell. */
+	return err == -ENOTCONN ? 0 : err;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uint64_t *bytes_freed)
@@ -151,7 +239,7 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uin
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL;
 	admin.evict_model = &req;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN;
@@ -169,21 +257,25 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uin
 	return revoked ? 1 : 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int pinned)
+ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int pin)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__AdminRequest admin = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminPinModel req = ROCMMEM__WIRE__ADMIN_PIN_MODEL__INIT;
+	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_pin needs a client");
 	req.has_model_id = true;
-	req.model_id = model_id;
+	req.model_id = model_daemon_id(c, model_id);
 	req.has_pinned = true;
-	req.pinned = pinned != 0;
+	req.pinned = pin != 0;
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL;
 	admin.pin_model = &req;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN;
 	msg.admin = &admin;
-	return call(c, &msg, CONN_REPLY_GRACE_MS);
+	err = call(c, &msg, CONN_REPLY_GRACE_MS);
+	if (err == 0)
+		tracked(c, model_id, pinned, pin != 0);
+	return err;
 }

@@ -33,6 +33,9 @@ struct rocmmem_status {
 	struct rocmmem_counters counters;
 	struct rocmmem_denial_info *denials;
 	size_t ndenials;
+	struct rocmmem_limit_info *limits;
+	size_t nlimits;
+	struct rocmmem_access_info access;
 };
 
 /* The lists one wire message contributes: a status part, or a sample. */
@@ -49,6 +52,9 @@ struct status_lists {
 	size_t n_queue;
 	Rocmmem__Wire__Denial **denials;
 	size_t n_denials;
+	Rocmmem__Wire__LimitInfo **limits;
+	size_t n_limits;
+	const Rocmmem__Wire__AccessInfo *access;
 	const Rocmmem__Wire__Counters *counters;
 	const Rocmmem__Wire__DaemonInfo *daemon;
 };
@@ -149,6 +155,7 @@ static void client_from_wire(struct rocmmem_client_info *o, const Rocmmem__Wire_
 	o->models = d->models;
 	o->reserved_bytes = d->reserved_bytes;
 	o->waiting = d->waiting;
+	o->pidfd = d->pidfd;
 }
 
 static void lease_from_wire(struct rocmmem_lease_info *o, const Rocmmem__Wire__LeaseInfo *d)
@@ -205,10 +212,18 @@ static void denial_from_wire(struct rocmmem_denial_info *o, const Rocmmem__Wire_
 	o->reason = str(d->reason);
 }
 
+static void limit_from_wire(struct rocmmem_limit_info *o, const Rocmmem__Wire__LimitInfo *d)
+{
+	o->name = str(d->name);
+	o->value = d->value;
+	o->unlimited = d->unlimited;
+	o->hits = d->hits;
+}
+
 /* fill converts the lists of every part into the public arrays. */
 static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 {
-	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0, np = 0;
+	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0, np = 0, nt = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct status_lists *p = &lists[i];
@@ -219,6 +234,11 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 		nm += p->n_models;
 		nw += p->n_queue;
 		nx += p->n_denials;
+		nt += p->n_limits;
+		if (p->access) {
+			st->access.peers_refused = p->access->peers_refused;
+			st->access.requests_refused = p->access->requests_refused;
+		}
 		for (size_t j = 0; j < p->n_devices; j++)
 			np += p->devices[j]->n_processes;
 		if (p->counters)
@@ -240,8 +260,10 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 	st->models = calloc(nm ? nm : 1, sizeof(*st->models));
 	st->waiters = calloc(nw ? nw : 1, sizeof(*st->waiters));
 	st->denials = calloc(nx ? nx : 1, sizeof(*st->denials));
+	st->limits = calloc(nt ? nt : 1, sizeof(*st->limits));
 	if (!st->processes || !st->process_first || !st->process_count || !st->devices ||
-	    !st->clients || !st->leases || !st->models || !st->waiters || !st->denials)
+	    !st->clients || !st->leases || !st->models || !st->waiters || !st->denials ||
+	    !st->limits)
 		return error_set(-ENOMEM, "out of memory");
 	np = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -270,6 +292,8 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 			waiter_from_wire(&st->waiters[st->nwaiters++], p->queue[j]);
 		for (size_t j = 0; j < p->n_denials; j++)
 			denial_from_wire(&st->denials[st->ndenials++], p->denials[j]);
+		for (size_t j = 0; j < p->n_limits; j++)
+			limit_from_wire(&st->limits[st->nlimits++], p->limits[j]);
 	}
 	return 0;
 }
@@ -298,6 +322,9 @@ static int fill_parts(rocmmem_status *st)
 		    .n_queue = p->n_queue,
 		    .denials = p->denials,
 		    .n_denials = p->n_denials,
+		    .limits = p->limits,
+		    .n_limits = p->n_limits,
+		    .access = p->access,
 		    .counters = p->counters,
 		    .daemon = p->daemon,
 		};
@@ -355,8 +382,12 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	free(st->models);
 	free(st->waiters);
 	free(st->denials);
+	free(st->limits);
 	free(st);
 }
+
+static int status_request(rocmmem_client *c, rocmmem_status *st, Rocmmem__Wire__ClientMessage *msg,
+			  size_t *capp);
 
 ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *c, rocmmem_status **out)
 {
@@ -374,14 +405,37 @@ ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *c, rocmmem_status **out)
 		return error_set(-ENOMEM, "out of memory");
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS;
 	msg.status = &req;
-	msg.has_id = true;
-	msg.id = conn_next_id(c);
-	err = conn_send(c, &msg);
+	err = status_request(c, st, &msg, &cap);
+	if (!err)
+		err = fill_parts(st);
+	if (err) {
+		rocmmem_status_free(st);
+		return err;
+	}
+	*out = st;
+	return 0;
+}
+
+/*
+ * status_request asks for the status and collects its parts into st. A daemon that goes away
+ * mid-stream is asked again once the library has reconnected (within the usual grace).
+ */
+static int status_request(rocmmem_client *c, rocmmem_status *st, Rocmmem__Wire__ClientMessage *msg,
+			  size_t *capp)
+{
+	uint64_t start = conn_now_ms(), gen = 0;
+	size_t cap = *capp;
+	int err;
+
+again:
+	msg->has_id = true;
+	msg->id = conn_next_id(c);
+	err = conn_send_gen(c, msg, &gen);
 	for (bool more = true; !err && more;) {
 		struct inmsg *m;
 		Rocmmem__Wire__Reply *r;
 
-		err = conn_wait(c, msg.id, CONN_REPLY_GRACE_MS, &m);
+		err = conn_wait_gen(c, msg->id, gen, CONN_REPLY_GRACE_MS, &m);
 		if (err)
 			break;
 		r = conn_reply(m);
@@ -411,14 +465,19 @@ ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *c, rocmmem_status **out)
 		st->parts[st->nparts++] = m;
 		more = r->has_more && r->more;
 	}
-	if (!err)
-		err = fill_parts(st);
-	if (err) {
-		rocmmem_status_free(st);
+	*capp = cap;
+	if (err != CONN_LOST)
 		return err;
-	}
-	*out = st;
-	return 0;
+	while (st->nparts > 0)
+		inmsg_free(st->parts[--st->nparts]);
+	pthread_mutex_lock(&c->lock);
+	err = conn_await(c, (c->flags & ROCMMEM_CONNECT_NO_WAIT)
+				? (int64_t)start
+				: (int64_t)(start + CONN_REPLY_GRACE_MS));
+	pthread_mutex_unlock(&c->lock);
+	if (err)
+		return err;
+	goto again;
 }
 
 ROCMMEM_EXPORT const struct rocmmem_daemon_info *rocmmem_status_daemon(const rocmmem_status *st)
@@ -443,6 +502,12 @@ ACCESSORS(lease, leases, nleases)
 ACCESSORS(model, models, nmodels)
 ACCESSORS(waiter, waiters, nwaiters)
 ACCESSORS(denial, denials, ndenials)
+ACCESSORS(limit, limits, nlimits)
+
+ROCMMEM_EXPORT const struct rocmmem_access_info *rocmmem_status_access(const rocmmem_status *st)
+{
+	return &st->access;
+}
 
 ROCMMEM_EXPORT const struct rocmmem_counters *rocmmem_status_counters(const rocmmem_status *st)
 {

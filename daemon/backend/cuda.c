@@ -218,6 +218,32 @@ static int cuda_vmm_export(void *ctx, uint64_t handle, int *fd)
 	return x->c->api.cuMemExportToShareableHandle(fd, handle, CUAPI_MEM_HANDLE_POSIX_FD, 0);
 }
 
+static int cuda_vmm_import(void *ctx, int fd, uint64_t *handle)
+{
+	struct cuda_vmm *x = ctx;
+	cuapi_mem_handle_t hh = 0;
+	cuapi_result_t err = x->c->api.cuMemImportFromShareableHandle(&hh, (void *)(intptr_t)fd,
+								      CUAPI_MEM_HANDLE_POSIX_FD);
+
+	*handle = hh;
+	return err;
+}
+
+static int cuda_vmm_check_size(void *ctx, uint64_t handle, uint64_t size)
+{
+	struct cuda_vmm *x = ctx;
+	cuapi_deviceptr_t va = 0;
+	cuapi_result_t err = x->c->api.cuMemAddressReserve(&va, (size_t)size, 0, 0, 0);
+
+	if (err != CUAPI_SUCCESS)
+		return err;
+	err = x->c->api.cuMemMap(va, (size_t)size, 0, (cuapi_mem_handle_t)handle, 0);
+	if (err == CUAPI_SUCCESS)
+		x->c->api.cuMemUnmap(va, (size_t)size);
+	x->c->api.cuMemAddressFree(va, (size_t)size);
+	return err;
+}
+
 static int cuda_vmm_fail(void *ctx, const char *call, int err, char *why, size_t len)
 {
 	struct cuda_vmm *x = ctx;
@@ -237,6 +263,9 @@ static struct vmm_runtime cuda_vmm_runtime(struct cuda_vmm *x)
 	    .release = cuda_vmm_release,
 	    .export_fd = cuda_vmm_export,
 	    .fail = cuda_vmm_fail,
+	    .import_fd = cuda_vmm_import,
+	    .check_size = cuda_vmm_check_size,
+	    .import_name = "cuMemImportFromShareableHandle",
 	};
 
 	return rt;
@@ -270,6 +299,27 @@ static void cuda_release(struct backend *b, unsigned index, struct backend_alloc
 	if (x.d)
 		current(c, x.d);
 	vmm_release(&rt, a);
+}
+
+static int cuda_adopt(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+		      size_t why_len)
+{
+	struct cuda_backend *c = (struct cuda_backend *)b;
+	struct cuda_vmm x = {c, NULL};
+	struct vmm_runtime rt = cuda_vmm_runtime(&x);
+	cuapi_result_t err;
+
+	if (index >= c->ndevices || a->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD) {
+		backend_alloc_close_fds(a);
+		snprintf(why, why_len, "device %u does not share VMM memory", index);
+		return -EOPNOTSUPP;
+	}
+	x.d = &c->devices[index];
+	if ((err = current(c, x.d)) != CUAPI_SUCCESS) {
+		backend_alloc_close_fds(a);
+		return fail(c, "cuCtxSetCurrent", err, why, why_len);
+	}
+	return vmm_adopt(&rt, x.d->info.granule, a, why, why_len);
 }
 
 static int cuda_meminfo(struct backend *b, unsigned index, struct backend_meminfo *out)
@@ -319,4 +369,5 @@ const struct backend_ops backend_cuda_ops = {
     .release = cuda_release,
     .trim = cuda_trim,
     .meminfo = cuda_meminfo,
+    .adopt = cuda_adopt,
 };

@@ -343,6 +343,31 @@ static int hip_vmm_export(void *ctx, uint64_t handle, int *fd)
 						       HIPAPI_MEM_HANDLE_POSIX_FD, 0);
 }
 
+static int hip_vmm_import(void *ctx, int fd, uint64_t *handle)
+{
+	struct hip_vmm *x = ctx;
+	hipapi_mem_handle_t hh = NULL;
+	hipapi_error_t err = hipapi_import_fd(&x->h->api, &hh, fd);
+
+	*handle = (uint64_t)(uintptr_t)hh;
+	return err;
+}
+
+static int hip_vmm_check_size(void *ctx, uint64_t handle, uint64_t size)
+{
+	struct hip_vmm *x = ctx;
+	void *va = NULL;
+	hipapi_error_t err = x->h->api.hipMemAddressReserve(&va, (size_t)size, 0, NULL, 0);
+
+	if (err != HIPAPI_SUCCESS)
+		return err;
+	err = x->h->api.hipMemMap(va, (size_t)size, 0, (hipapi_mem_handle_t)(uintptr_t)handle, 0);
+	if (err == HIPAPI_SUCCESS)
+		x->h->api.hipMemUnmap(va, (size_t)size);
+	x->h->api.hipMemAddressFree(va, (size_t)size);
+	return err;
+}
+
 static void hip_vmm_trim(void *ctx)
 {
 	struct hip_vmm *x = ctx;
@@ -368,6 +393,9 @@ static struct vmm_runtime hip_vmm_runtime(struct hip_vmm *x)
 	    .release = hip_vmm_release,
 	    .export_fd = hip_vmm_export,
 	    .trim = hip_vmm_trim,
+	    .import_fd = hip_vmm_import,
+	    .check_size = hip_vmm_check_size,
+	    .import_name = "hipMemImportFromShareableHandle",
 	    .fail = hip_vmm_fail,
 	};
 
@@ -483,6 +511,31 @@ static void hip_release(struct backend *b, unsigned index, struct backend_alloc 
 		backend_alloc_close_fds(a);
 }
 
+static int hip_adopt(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+		     size_t why_len)
+{
+	struct hip_backend *h = (struct hip_backend *)b;
+	struct hip_vmm x = {h, NULL};
+	struct vmm_runtime rt = hip_vmm_runtime(&x);
+	hipapi_error_t err;
+
+	/* Only VMM memory outlives the daemon that allocated it (dma-buf and IPC leases are
+	 * its own hipMalloc allocations). */
+	if (index >= h->ndevices || a->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD ||
+	    h->devices[index].info.handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD) {
+		backend_alloc_close_fds(a);
+		snprintf(why, why_len, "device %u does not share VMM memory", index);
+		return -EOPNOTSUPP;
+	}
+	x.d = &h->devices[index];
+	err = h->api.hipSetDevice(x.d->ordinal);
+	if (err != HIPAPI_SUCCESS) {
+		backend_alloc_close_fds(a);
+		return fail(h, "hipSetDevice", err, why, why_len);
+	}
+	return vmm_adopt(&rt, x.d->info.granule, a, why, why_len);
+}
+
 static int hip_meminfo(struct backend *b, unsigned index, struct backend_meminfo *out)
 {
 	struct hip_backend *h = (struct hip_backend *)b;
@@ -531,4 +584,5 @@ const struct backend_ops backend_hip_ops = {
     .release = hip_release,
     .trim = hip_trim,
     .meminfo = hip_meminfo,
+    .adopt = hip_adopt,
 };

@@ -123,6 +123,23 @@ static void host_release(struct backend *b, unsigned index, struct backend_alloc
 	a->nfds = 0;
 }
 
+static int host_adopt(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+		      size_t why_len)
+{
+	(void)b;
+	/* daemon/adopt.c has checked the memfd against the record (inode, size, seals). */
+	if (index != 0 || a->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD ||
+	    a->nfds != 1) {
+		backend_alloc_close_fds(a);
+		snprintf(why, why_len, "a host lease is one memfd on device 0");
+		return -EINVAL;
+	}
+	/* Kept until release, which punches the memory out as for any host lease. */
+	a->transient_fds = false;
+	a->nchunks = 0;
+	return 0;
+}
+
 const struct backend_ops backend_host_ops = {
     .name = "host",
     .create = host_create,
@@ -131,4 +148,5 @@ const struct backend_ops backend_host_ops = {
     .device_info = host_device_info,
     .alloc = host_alloc,
     .release = host_release,
+    .adopt = host_adopt,
 };

@@ -87,6 +87,73 @@ int vmm_alloc(const struct vmm_runtime *rt, uint64_t size, uint64_t granule,
 	return 0;
 }
 
+int vmm_adopt(const struct vmm_runtime *rt, uint64_t granule, struct backend_alloc *a, char *why,
+	      size_t why_len)
+{
+	struct vmm_chunks *v;
+	uint64_t sum = 0;
+	int err = 0;
+
+	if (!rt->import_fd || !rt->check_size) {
+		snprintf(why, why_len, "this runtime cannot import VMM memory");
+		err = -EOPNOTSUPP;
+		goto out;
+	}
+	if (a->nchunks == 0 || a->nchunks != a->nfds || a->nchunks > BACKEND_MAX_CHUNKS) {
+		snprintf(why, why_len, "%u fd(s) for %u chunk(s)", a->nfds, a->nchunks);
+		err = -EINVAL;
+		goto out;
+	}
+	for (unsigned i = 0; i < a->nchunks; i++) {
+		if (a->chunk_sizes[i] == 0 || a->chunk_sizes[i] % granule != 0) {
+			snprintf(why, why_len, "chunk %u is not a whole number of granules", i);
+			err = -EINVAL;
+			goto out;
+		}
+		sum += a->chunk_sizes[i];
+	}
+	if (sum != a->size) {
+		snprintf(why, why_len, "the chunks do not add up to the lease's size");
+		err = -EINVAL;
+		goto out;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		err = -ENOMEM;
+		snprintf(why, why_len, "out of memory");
+		goto out;
+	}
+	for (; v->n < a->nchunks; v->n++) {
+		int rc = rt->import_fd(rt->ctx, a->fds[v->n], &v->handles[v->n]);
+
+		if (rc == 0) {
+			rc = rt->check_size(rt->ctx, v->handles[v->n], a->chunk_sizes[v->n]);
+			if (rc != 0) {
+				rt->release(rt->ctx, v->handles[v->n]);
+				err = rt->fail(rt->ctx, "mapping the chunk at its size", rc, why,
+					       why_len);
+			}
+		} else {
+			err = rt->fail(rt->ctx, rt->import_name, rc, why, why_len);
+		}
+		if (rc != 0) {
+			while (v->n > 0)
+				rt->release(rt->ctx, v->handles[--v->n]);
+			free(v);
+			if (err == 0)
+				err = -EIO;
+			goto out;
+		}
+	}
+	a->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD;
+	a->transient_fds = true;
+	a->priv = v;
+out:
+	/* The imported handles hold the memory; the daemon keeps no fd of a VMM lease. */
+	backend_alloc_close_fds(a);
+	return err;
+}
+
 void vmm_release(const struct vmm_runtime *rt, struct backend_alloc *a)
 {
 	struct vmm_chunks *v = a->priv;

@@ -21,6 +21,11 @@ struct vmm_runtime {
 	void (*release)(void *ctx, uint64_t handle);
 	int (*export_fd)(void *ctx, uint64_t handle, int *fd);
 	void (*trim)(void *ctx); /* returns cached memory to the driver; may be NULL */
+	/* import_fd makes a handle of an exported fd (which stays the caller's). */
+	int (*import_fd)(void *ctx, int fd, uint64_t *handle);
+	/* check_size proves that handle is at least size bytes by mapping that much of it. */
+	int (*check_size)(void *ctx, uint64_t handle, uint64_t size);
+	const char *import_name;
 	/* fail formats "call: description" into why and returns the negative errno of err. */
 	int (*fail)(void *ctx, const char *call, int err, char *why, size_t len);
 };
@@ -34,7 +39,16 @@ struct vmm_runtime {
 int vmm_alloc(const struct vmm_runtime *rt, uint64_t size, uint64_t granule,
 	      struct backend_alloc *out, char *why, size_t why_len);
 
-/* vmm_release releases the chunks of an allocation made by vmm_alloc. */
+/*
+ * vmm_adopt imports the fds a client re-declared (a->fds, a->nchunks, a->chunk_sizes: each
+ * chunk a whole number of granules, adding up to a->size) and checks each chunk's size; the
+ * handles then hold the memory as vmm_alloc's do. Closes every fd. Returns 0 or a negative
+ * errno with the reason in why.
+ */
+int vmm_adopt(const struct vmm_runtime *rt, uint64_t granule, struct backend_alloc *a, char *why,
+	      size_t why_len);
+
+/* vmm_release releases the chunks of an allocation made by vmm_alloc or vmm_adopt. */
 void vmm_release(const struct vmm_runtime *rt, struct backend_alloc *a);
 
 #endif

@@ -3,6 +3,7 @@
 #include "gpuclient.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,22 @@ static int verify(const struct gpu_job *job, struct hipapi *hip, struct cuapi *c
 	return 0;
 }
 
+/* reconnected dispatches until the connection is back (up to 10 s): 0 or -ETIMEDOUT. */
+static int reconnected(rocmmem_client *c)
+{
+	/* What the host sees on its event fd first: the end of the old connection. */
+	rocmmem_dispatch(c);
+	if (rocmmem_client_state(c) != ROCMMEM_RECONNECTING)
+		return -ENOTCONN;
+	for (int i = 0; i < 200 && rocmmem_client_state(c) != ROCMMEM_CONNECTED; i++) {
+		struct pollfd p = {.fd = rocmmem_event_fd(c), .events = POLLIN};
+
+		if (poll(&p, 1, 50) > 0)
+			rocmmem_dispatch(c);
+	}
+	return rocmmem_client_state(c) == ROCMMEM_CONNECTED ? 0 : -ETIMEDOUT;
+}
+
 int gpu_client_run(void *arg, int in, int out)
 {
 	const struct gpu_job *job = arg;
@@ -125,9 +142,13 @@ int gpu_client_run(void *arg, int in, int out)
 		return 0;
 	}
 	report(out, 0, GPU_STEP_DONE, l);
-	/* Commands: 1 release and exit; 2 verify the memory again and report. */
-	while (pipe_get(in, &go, 60000) && go == 2) {
-		err = verify(job, &hip, &cuda, l, pattern, back, &step);
+	/* Commands: 1 release and exit; 2 verify the memory again and report; 3 the same once
+	 * the library has reconnected to a restarted daemon, dispatching as a host would. */
+	while (pipe_get(in, &go, 60000) && (go == 2 || go == 3)) {
+		err = go == 3 ? reconnected(c) : 0;
+		step = GPU_STEP_CONNECT;
+		if (!err)
+			err = verify(job, &hip, &cuda, l, pattern, back, &step);
 		report(out, err, err ? step : GPU_STEP_DONE, l);
 	}
 	free(pattern);
@@ -157,4 +178,9 @@ int gpu_client_release(struct child *c)
 bool gpu_client_verify(struct child *c, struct gpu_report *r)
 {
 	return pipe_put(c->to_child, 2) && gpu_client_report(c, r, 20000);
+}
+
+bool gpu_client_reconnect(struct child *c, struct gpu_report *r)
+{
+	return pipe_put(c->to_child, 3) && gpu_client_report(c, r, 20000);
 }

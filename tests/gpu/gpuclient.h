@@ -53,4 +53,10 @@ int gpu_client_release(struct child *c);
 /* gpu_client_verify has a client write and read its lease again; returns its report. */
 bool gpu_client_verify(struct child *c, struct gpu_report *r);
 
+/*
+ * gpu_client_reconnect has a client dispatch until it has reconnected to a restarted daemon
+ * (result -ETIMEDOUT, step GPU_STEP_CONNECT if it did not), then verify its lease again.
+ */
+bool gpu_client_reconnect(struct child *c, struct gpu_report *r);
+
 #endif

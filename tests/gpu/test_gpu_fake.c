@@ -573,6 +573,73 @@ static void test_vmm_memory_survives_the_daemon(void **state)
 	harness_daemon_stop(&d);
 }
 
+/* vmm_restart: a VMM lease outlives a SIGKILL of its daemon and is taken over by the next. */
+static void vmm_restart(const char *const *args, bool cuda, uint64_t size, int64_t chunks,
+			const char *client_env)
+{
+	struct gpu_job job = {.size = size, .timeout_ms = 5000, .cuda = cuda};
+	struct daemon_proc d;
+	struct gpu_report r;
+	struct facts f;
+	struct child ch;
+
+	start(&d, args);
+	job.socket = d.sock;
+	/* The client alone may get a runtime of its own (set while it forks). */
+	if (client_env)
+		env(client_env, NULL);
+	client(&ch, &job, &r);
+	if (client_env) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(client_env, "="), client_env);
+		unsetenv(name);
+	}
+	assert_int_equal(r.result, 0);
+	assert_int_equal(r.kind, ROCMMEM_HANDLE_VMM_FD);
+	assert_int_equal(r.chunks, chunks);
+	kill(d.pid, SIGKILL);
+	assert_int_equal(waitpid(d.pid, NULL, 0), d.pid);
+	d.pid = 0;
+	if (harness_daemon_restart(&d, args) != 0)
+		fail_msg("rocmmemd did not start again");
+	/* The client reconnects, re-declares the lease (its chunks exported from the imported
+	 * handles, or the fds it kept) and its memory is intact and usable. */
+	assert_true(gpu_client_reconnect(&ch, &r));
+	if (r.result != 0)
+		fail_msg("after the restart, step %lld: %s", (long long)r.step,
+			 rocmmem_strerror((int)r.result));
+	assert_true(harness_log_contains(&d, "took over lease"));
+	facts(&d, 0, &f);
+	assert_int_equal(f.leased, size);
+	/* Released through the new daemon, which frees what it imported. */
+	assert_int_equal(gpu_client_release(&ch), 0);
+	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	stop(&d);
+}
+
+static void test_hip_vmm_lease_survives_a_restart(void **state)
+{
+	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
+
+	(void)state;
+	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
+	vmm_restart(args, false, 64 * MiB, 1, NULL);
+	/* A runtime that cannot export imported handles: the client kept the fds. */
+	vmm_restart(args, false, 32 * MiB, 1, "FAKEHIP_FAIL=hipMemExportToShareableHandle=*");
+}
+
+static void test_cuda_chunked_lease_survives_a_restart(void **state)
+{
+	static const char *const args[] = {"--backend", "cuda", "--budget", "1G", NULL};
+
+	(void)state;
+	/* Two chunks (the single piece fails), re-declared as two fds. */
+	env("ROCMMEM_CUDA_LIBRARY=" FAKECUDA_PATH, "FAKECUDA_DEVICES=4G",
+	    "FAKECUDA_FAIL=cuMemCreate=2", NULL);
+	vmm_restart(args, true, 96 * MiB, 2, NULL);
+}
+
 static void test_hip_device_lost(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
@@ -888,6 +955,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hip_pipelined_trims, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_kill9_reclaims, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_vmm_memory_survives_the_daemon, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hip_vmm_lease_survives_a_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cuda_chunked_lease_survives_a_restart, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_client_sets_ipc_mode, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_device_lost, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hip_multi_gpu, setup, teardown),

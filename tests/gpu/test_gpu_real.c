@@ -158,12 +158,44 @@ static void test_trim_and_kill9(void **state)
 	rocmmem_disconnect(client);
 }
 
+static void test_lease_survives_a_restart(void **state)
+{
+	const char *args[] = {"--backend", runtime, NULL};
+	struct gpu_job job;
+	struct gpu_report r;
+	struct child c;
+
+	(void)state;
+	if (!runtime)
+		skip();
+	job = job_for(256 * MiB);
+	assert_int_equal(child_start(&c, gpu_client_run, &job), 0);
+	assert_true(gpu_client_report(&c, &r, 60000));
+	assert_int_equal(r.result, 0);
+	/* The daemon dies; the client's imports keep the memory; the next daemon takes the lease
+	 * over when the client re-declares it (exported again from its imported handles, or from
+	 * the fds it kept where the runtime cannot). */
+	kill(daemon_.pid, SIGKILL);
+	assert_int_equal(waitpid(daemon_.pid, NULL, 0), daemon_.pid);
+	daemon_.pid = 0;
+	assert_int_equal(harness_daemon_restart(&daemon_, args), 0);
+	assert_true(gpu_client_reconnect(&c, &r));
+	if (r.result)
+		fail_msg("after the restart, step %lld: %s", (long long)r.step,
+			 rocmmem_strerror((int)r.result));
+	assert_true(harness_log_contains(&daemon_, "took over lease"));
+	fprintf(stderr, "a %s lease of 256 MiB survived a SIGKILL of its daemon\n", runtime);
+	assert_int_equal(gpu_client_release(&c), 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, 5000) >= 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_status_shows_the_device),
 	    cmocka_unit_test(test_two_clients_write_and_read),
 	    cmocka_unit_test(test_trim_and_kill9),
+	    cmocka_unit_test(test_lease_survives_a_restart),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -33,13 +33,20 @@ int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args);
  */
 int harness_daemon_stop(struct daemon_proc *d);
 
+/*
+ * harness_daemon_restart starts the daemon again on the same socket, in the same directory
+ * (its state file, if any, with it), its log appended to the same file; the previous daemon
+ * must have ended (a killed one is reaped here). Returns as harness_daemon_start.
+ */
+int harness_daemon_restart(struct daemon_proc *d, const char *const *extra_args);
+
 /* harness_daemon_alive says whether the daemon process still runs. */
 bool harness_daemon_alive(struct daemon_proc *d);
 
 /* harness_fd_count counts the open fds of a process (from /proc/PID/fd), or -1. */
 int harness_fd_count(pid_t pid);
 
-/* harness_fd_count_settled waits (up to 2 s) until the count holds still, then returns it. */
+/* harness_fd_count_settled waits (up to 3 s) until the count holds still for 100 ms. */
 int harness_fd_count_settled(pid_t pid);
 
 /* harness_log_contains says whether the daemon's log contains text. */

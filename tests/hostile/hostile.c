@@ -33,9 +33,12 @@ void hostile_sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+const char *const *hostile_daemon_args;
+
 int hostile_group_setup(void **state)
 {
-	static const char *const args[] = {"--backend", "host", "--budget", "64M", NULL};
+	static const char *const plain[] = {"--backend", "host", "--budget", "64M", NULL};
+	const char *const *args = hostile_daemon_args ? hostile_daemon_args : plain;
 	struct harness_totals t;
 
 	(void)state;
@@ -53,6 +56,25 @@ int hostile_group_setup(void **state)
 	if (hostile.fd_baseline <= 0) {
 		harness_daemon_stop(&hostile.d);
 		return -1;
+	}
+	/* What one greeted connection costs in fds (1, or 2 with a pidfd). */
+	{
+		int fd = harness_raw_connect(&hostile.d);
+
+		if (fd < 0 || harness_raw_hello(fd, 1, "fd-probe") != 0) {
+			harness_daemon_stop(&hostile.d);
+			return -1;
+		}
+		hostile.fds_per_connection =
+		    harness_fd_count_settled(hostile.d.pid) - hostile.fd_baseline;
+		close(fd);
+		if (hostile.fds_per_connection < 1 || hostile.fds_per_connection > 2 ||
+		    harness_fd_count_settled(hostile.d.pid) != hostile.fd_baseline) {
+			fprintf(stderr, "a connection costs the daemon %d fds\n",
+				hostile.fds_per_connection);
+			harness_daemon_stop(&hostile.d);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -158,7 +180,9 @@ static bool wait_totals(struct harness_totals *t, uint64_t leased, size_t leases
 void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients)
 {
 	struct harness_totals t;
-	int want_fds = hostile.fd_baseline + (int)leases + (int)clients, fds = -1;
+	int want_fds =
+		hostile.fd_baseline + (int)leases + (int)clients * hostile.fds_per_connection,
+	    fds = -1;
 	long end;
 
 	assert_true(harness_daemon_alive(&hostile.d));
@@ -182,8 +206,9 @@ void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients)
 	if (fds != want_fds) {
 		print_fds();
 		fail_msg("the daemon has %d fds open, want %d (baseline %d + %zu leases + %zu "
-			 "connections)",
-			 fds, want_fds, hostile.fd_baseline, leases, clients);
+			 "connections of %d fd(s))",
+			 fds, want_fds, hostile.fd_baseline, leases, clients,
+			 hostile.fds_per_connection);
 	}
 	/* The well-behaved client's lease is gone too: the books are exact again. */
 	if (!wait_totals(&t, leased, leases, clients, 1000))
@@ -489,6 +514,43 @@ bool hostile_status_has_lease(uint64_t lease_id, int32_t *owner_pid)
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
 	return found;
+}
+
+uint64_t hostile_limit_hits(const char *name, uint64_t *value)
+{
+	rocmmem_client *c = harness_connect(&hostile.d, "hostile-status");
+	rocmmem_status *st = NULL;
+	bool found = false;
+	uint64_t hits = 0;
+
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	for (size_t i = 0; i < rocmmem_status_limit_count(st); i++) {
+		const struct rocmmem_limit_info *l = rocmmem_status_limit(st, i);
+
+		if (strcmp(l->name, name) == 0) {
+			found = true;
+			hits = l->hits;
+			if (value)
+				*value = l->value;
+		}
+	}
+	rocmmem_status_free(st);
+	rocmmem_disconnect(c);
+	if (!found)
+		fail_msg("the status lists no limit '%s'", name);
+	return hits;
+}
+
+void hostile_access_refused(uint64_t *peers, uint64_t *requests)
+{
+	rocmmem_client *c = harness_connect(&hostile.d, "hostile-status");
+	rocmmem_status *st = NULL;
+
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	*peers = rocmmem_status_access(st)->peers_refused;
+	*requests = rocmmem_status_access(st)->requests_refused;
+	rocmmem_status_free(st);
+	rocmmem_disconnect(c);
 }
 
 void hostile_pipe(int p[2])

@@ -15,10 +15,14 @@
 #define HOSTILE_BUDGET_TEXT "64 MiB"
 #define MIB ((uint64_t)1 << 20)
 
-/* The daemon under test and its open-fd count with no client connected. */
+/*
+ * The daemon under test, its open-fd count with no client connected, and what one connection
+ * adds to it: its socket, and a pidfd of the peer where the kernel offers one.
+ */
 struct hostile {
 	struct daemon_proc d;
 	int fd_baseline;
+	int fds_per_connection;
 };
 
 extern struct hostile hostile;
@@ -26,7 +30,11 @@ extern struct hostile hostile;
 /*
  * hostile_group_setup starts the daemon (host backend, --budget 64M) and measures its fd
  * baseline; hostile_group_teardown stops it and fails unless it exited 0 (clean SIGTERM stop).
+ * An executable that needs other settings points hostile_daemon_args at its own arguments
+ * (NULL-terminated, which must keep --backend host --budget 64M) before the group runs.
  */
+extern const char *const *hostile_daemon_args;
+
 int hostile_group_setup(void **state);
 int hostile_group_teardown(void **state);
 
@@ -138,6 +146,15 @@ void hostile_expect_serving(int fd, uint64_t id);
 /* hostile_status_waiters counts waiters in a status, hostile_status_has_lease finds a lease. */
 uint32_t hostile_status_waiters(void);
 bool hostile_status_has_lease(uint64_t lease_id, int32_t *owner_pid);
+
+/*
+ * hostile_limit_hits reads from a status how often clients ran into the limit named (its key
+ * in [limits]) and, when value is not NULL, the limit in force; fails if there is none.
+ */
+uint64_t hostile_limit_hits(const char *name, uint64_t *value);
+
+/* hostile_access_refused reads a status's tally of what the access policy refused. */
+void hostile_access_refused(uint64_t *peers, uint64_t *requests);
 
 /*
  * hostile_pipe makes a pipe for fd-leak probes: the read end sees POLLHUP once every copy of

@@ -827,16 +827,36 @@ static void test_die_during_eviction(void **state)
 /* ----------------------------------------------------------------------------------------- */
 /* Who may evict and pin */
 
-/* child_nobody: as uid 65534, control of root's model is refused; its own works. */
+/*
+ * child_nobody: as uid 65534, nothing of root's is its to use, change or give back: not the
+ * model (arg's low 16 bits) nor the lease (the bits above); control of root's model is refused;
+ * its own works.
+ */
 static void child_nobody(int sync, int arg)
 {
-	uint64_t foreign = (uint64_t)arg, mine, id = 1, first, second;
+	static const enum op owner_ops[] = {OP_ACQUIRE, OP_RELEASE, OP_RESIZE, OP_UNREGISTER,
+					    OP_EVICT_ACK};
+	uint64_t foreign = (uint64_t)(arg & 0xffff), lease = (uint64_t)arg >> 16;
+	uint64_t mine, id = 1, first, second;
 	int fd, err1, err2;
 
 	if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
 	    setresuid(65534, 65534, 65534) != 0)
 		_exit(20);
 	fd = hostile_child_greeted("nobody");
+	for (size_t i = 0; i < sizeof(owner_ops) / sizeof(owner_ops[0]); i++) {
+		if (send_op(fd, id, owner_ops[i], true, foreign,
+			    owner_ops[i] == OP_RESIZE ? (int64_t)(4 * MIB) : 0) != 0 ||
+		    child_reply(fd, id) != -EPERM)
+			_exit(30 + (int)i);
+		id++;
+	}
+	if (hostile_send_release(fd, id, true, lease) != 0 || child_reply(fd, id) != -EPERM)
+		_exit(40);
+	id++;
+	if (send_lease(fd, id, 0, 2 * MIB, 0, foreign) != 0 || child_reply(fd, id) != -EPERM)
+		_exit(41);
+	id++;
 	if (send_op(fd, id, OP_ADMIN_EVICT, true, foreign, 0) != 0 || child_reply(fd, id) != -EPERM)
 		_exit(21);
 	id++;
@@ -888,7 +908,8 @@ static void test_admin_evict_and_pin(void **state)
 	uint64_t model, busy, id = 1;
 	struct model_view v;
 	struct hostile_child c;
-	char text[128];
+	uint64_t lease, peers, refused, refused_before;
+	char text[160];
 	int status = 0;
 
 	(void)state;
@@ -897,19 +918,31 @@ static void test_admin_evict_and_pin(void **state)
 	op_ok(owner, id++, OP_ACQUIRE, model, 0);
 	op_ok(owner, id++, OP_RELEASE, model, 0);
 	op_ok(owner, id++, OP_ACQUIRE, busy, 0);
+	assert_int_equal(hostile_send_acquire(owner, id, 0, 2 * MIB, 0, "root-lease"), 0);
+	lease = hostile_expect_grant(owner, id++, 2 * MIB);
+	assert_true(model < 0x10000 && lease < 0x8000);
+	hostile_access_refused(&peers, &refused_before);
+	/* Refusals are logged at most 10 a second: start a fresh second for the check below. */
+	hostile_sleep_ms(1100);
 
 	/* A non-root client (the socket opened to it for this test) is refused. */
 	assert_int_equal(chmod(hostile.d.dir, 0711), 0);
 	assert_int_equal(chmod(hostile.d.sock, 0666), 0);
-	c = hostile_spawn(child_nobody, (int)model);
+	c = hostile_spawn(child_nobody, (int)(model | lease << 16));
 	assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
 	close(c.sync);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		fail_msg("the uid 65534 client failed at step %d",
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-	snprintf(text, sizeof(text), "'nobody' control of model %llu 'root-owned'",
-		 (unsigned long long)model);
+	snprintf(text, sizeof(text),
+		 "'nobody' (uid 65534): model %llu 'root-owned' belongs to pid %d 'model-owner': "
+		 "only its owner or root may evict or pin it",
+		 (unsigned long long)model, (int)getpid());
 	assert_true(harness_log_contains(&hostile.d, text));
+	/* Each refusal counted: 5 model requests, a release, a tagged lease, 3 admin requests. */
+	hostile_access_refused(&peers, &refused);
+	assert_int_equal(refused, refused_before + 10);
+	assert_true(hostile_status_has_lease(lease, NULL));
 	assert_int_equal(chmod(hostile.d.sock, 0600), 0);
 	assert_int_equal(chmod(hostile.d.dir, 0700), 0);
 	v = view_of(model);

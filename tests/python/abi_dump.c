@@ -93,6 +93,7 @@ static void client_info(void)
 	FIELD(rocmmem_client_info, models);
 	FIELD(rocmmem_client_info, reserved_bytes);
 	FIELD(rocmmem_client_info, waiting);
+	FIELD(rocmmem_client_info, pidfd);
 }
 
 static void lease_info(void)
@@ -153,6 +154,22 @@ static void counters(void)
 	FIELD(rocmmem_counters, reclaimed);
 	FIELD(rocmmem_counters, failures);
 	FIELD(rocmmem_counters, connections);
+}
+
+static void limit_info(void)
+{
+	STRUCT(rocmmem_limit_info);
+	FIELD(rocmmem_limit_info, name);
+	FIELD(rocmmem_limit_info, value);
+	FIELD(rocmmem_limit_info, unlimited);
+	FIELD(rocmmem_limit_info, hits);
+}
+
+static void access_info(void)
+{
+	STRUCT(rocmmem_access_info);
+	FIELD(rocmmem_access_info, peers_refused);
+	FIELD(rocmmem_access_info, requests_refused);
 }
 
 static void denial_info(void)
@@ -228,6 +245,17 @@ static void event(void)
 	FIELD(rocmmem_event, telemetry);
 }
 
+static void connect_options(void)
+{
+	STRUCT(rocmmem_connect_options);
+	FIELD(rocmmem_connect_options, size);
+	FIELD(rocmmem_connect_options, socket_path);
+	FIELD(rocmmem_connect_options, name);
+	FIELD(rocmmem_connect_options, timeout_ms);
+	FIELD(rocmmem_connect_options, flags);
+	FIELD(rocmmem_connect_options, reconnect_window_ms);
+}
+
 static void constants(void)
 {
 	printf("enum %zu\n", sizeof(enum rocmmem_event_type));
@@ -260,7 +288,14 @@ static void constants(void)
 	CONST(ROCMMEM_EVENT_DISCONNECTED);
 	CONST(ROCMMEM_EVENT_SAMPLE);
 	CONST(ROCMMEM_EVENT_TELEMETRY);
+	CONST(ROCMMEM_EVENT_RECONNECTING);
+	CONST(ROCMMEM_EVENT_RECONNECTED);
 	CONST(ROCMMEM_EVENT_OTHER);
+	CONST(ROCMMEM_CONNECT_NO_RECONNECT);
+	CONST(ROCMMEM_CONNECT_NO_WAIT);
+	CONST(ROCMMEM_CONNECTED);
+	CONST(ROCMMEM_RECONNECTING);
+	CONST(ROCMMEM_DISCONNECTED);
 	CONST(ROCMMEM_SUBSCRIBE_SAMPLES);
 	CONST(ROCMMEM_SUBSCRIBE_EVENTS);
 	CONST(ROCMMEM_SAMPLE_INTERVAL_MIN_MS);
@@ -279,10 +314,13 @@ int main(void)
 	waiter_info();
 	counters();
 	denial_info();
+	limit_info();
+	access_info();
 	model_desc();
 	sample_info();
 	telemetry_event();
 	event();
+	connect_options();
 	constants();
 	return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -99,8 +99,13 @@ class AbiTest(unittest.TestCase):
         for i, name in enumerate(N.MODEL_STATES):
             self.assertEqual(c["ROCMMEM_MODEL_" + name.upper()], i)
         for name in ("SHUTDOWN", "EVICT_REQUEST", "MODEL_REVOKED", "LEASE_REVOKED",
-                     "DISCONNECTED", "SAMPLE", "TELEMETRY", "OTHER"):
+                     "DISCONNECTED", "SAMPLE", "TELEMETRY", "RECONNECTING", "RECONNECTED",
+                     "OTHER"):
             self.assertEqual(c["ROCMMEM_EVENT_" + name], getattr(N, "EVENT_" + name))
+        self.assertEqual(c["ROCMMEM_CONNECT_NO_RECONNECT"], N.CONNECT_NO_RECONNECT)
+        self.assertEqual(c["ROCMMEM_CONNECT_NO_WAIT"], N.CONNECT_NO_WAIT)
+        for i, name in enumerate(N.CONNECTION_STATES):
+            self.assertEqual(c["ROCMMEM_" + name.upper()], i)
         self.assertEqual(c["ROCMMEM_SUBSCRIBE_SAMPLES"], N.SUBSCRIBE_SAMPLES)
         self.assertEqual(c["ROCMMEM_SUBSCRIBE_EVENTS"], N.SUBSCRIBE_EVENTS)
         self.assertEqual(c["ROCMMEM_SAMPLE_INTERVAL_MIN_MS"], N.SAMPLE_INTERVAL_MIN_MS)

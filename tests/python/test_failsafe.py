@@ -101,8 +101,11 @@ class FailSafeTest(PyTestCase):
         c.close()
 
     def test_daemon_killed_mid_run_without_dispatching(self):
+        # reconnect=False: a daemon that never comes back, as before reconnection existed
+        # (with it, the client would try again, its fileno() waking at each attempt:
+        # test_reconnect.py covers that).
         self.start_daemon()
-        c = self.connect(name="host", fail_safe=True)
+        c = self.connect(name="host", fail_safe=True, reconnect=False)
         m = c.register_model("te", "4M", model_class="text_encoder")
         with m.use():
             pass
@@ -114,8 +117,10 @@ class FailSafeTest(PyTestCase):
         self.assert_does_nothing(c)
 
     def test_not_fail_safe_raises_when_the_daemon_goes(self):
+        # reconnect=False: the loss is final (with reconnection, acquire(timeout=None) would
+        # wait for the daemon to come back: test_reconnect.py).
         self.start_daemon()
-        c = self.connect(name="strict")
+        c = self.connect(name="strict", reconnect=False)
         m = c.register_model("te", "4M")
         self.daemon.signal(signal.SIGKILL)
         self.daemon.wait()

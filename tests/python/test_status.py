@@ -46,9 +46,10 @@ class StatusTest(PyTestCase):
         mine = c.status()
         ctl = self.status()
         self.assertEqual(list(mine), ["schema_version", "daemon", "devices", "clients",
-                                      "leases", "models", "queue", "denials", "counters"])
+                                      "leases", "models", "queue", "denials", "counters",
+                                      "limits", "access"])
         self.assertEqual(list(mine), list(ctl))
-        for section in ("daemon", "counters"):
+        for section in ("daemon", "counters", "limits", "access"):
             self.assertEqual(list(mine[section]), list(ctl[section]), section)
         for section in ("devices", "clients", "leases", "models", "queue", "denials"):
             self.assertTrue(mine[section], section)
@@ -60,7 +61,7 @@ class StatusTest(PyTestCase):
         # clients differ by the rocmmemctl process itself).
         a, b = strip(mine), strip(ctl)
         for section in ("daemon", "devices", "leases", "models", "queue", "denials",
-                        "counters", "schema_version"):
+                        "counters", "limits", "access", "schema_version"):
             self.assertEqual(a[section], b[section], section)
         lease = mine["leases"][0]
         self.assertEqual((lease["id"], lease["owner_pid"], lease["bytes"], lease["tag"]),

@@ -64,6 +64,9 @@ void tree_mkdir(const char *root, const char *rel)
 }
 
 static void write_file(const char *path, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void write_file(const char *path, const char *fmt, va_list ap)
 {
 	FILE *f = fopen(path, "w");
 

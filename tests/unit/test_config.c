@@ -95,6 +95,7 @@ static void test_every_key(void **state)
 			      "sharing = dmabuf ; inline comment\n"
 			      "log_level = debug\n"
 			      "shutdown_timeout = 2.5\n"
+			      "restart_grace = 30\n"
 			      "\n"
 			      "[policy]\n"
 			      "evict_deadline = 7\n"
@@ -105,6 +106,18 @@ static void test_every_key(void **state)
 			      "pending = 3\n"
 			      "leases = 100\n"
 			      "queued = 256K\n"
+			      "clients_per_uid = 7\n"
+			      "bytes_per_uid = 1G\n"
+			      "message_size = 4K\n"
+			      "handshake_timeout = 0.5\n"
+			      "subscribers = 9\n"
+			      "[access]\n"
+			      "socket_user = root\n"
+			      "socket_group = 0\n"
+			      "socket_mode = 0640\n"
+			      "allowed_users = root, 65534\n"
+			      "allowed_groups = root,4321\n"
+			      "admin_group = 1234\n"
 			      "[metrics]\n"
 			      "textfile = /var/lib/node/r.prom\n"
 			      "interval = 30\n"
@@ -120,6 +133,7 @@ static void test_every_key(void **state)
 	assert_string_equal(o.sharing, "dmabuf");
 	assert_int_equal(o.log_level, LOG_LEVEL_DEBUG);
 	assert_true(o.shutdown_timeout_ms == 2500);
+	assert_true(o.restart_grace_ms == 30000);
 	assert_true(o.evict_deadline_ms == 7000);
 	assert_true(class_exclusion_conflict(&o.exclusive_all, 1, 2));	/* transformer, vae */
 	assert_true(class_exclusion_conflict(&o.exclusive[1], 3, 4));	/* encoders, device 1 */
@@ -129,6 +143,20 @@ static void test_every_key(void **state)
 	assert_int_equal(o.max_pending, 3);
 	assert_int_equal(o.max_leases, 100);
 	assert_true(o.max_queued == 256 << 10);
+	assert_int_equal(o.max_clients_per_uid, 7);
+	assert_true(o.max_bytes_per_uid == GiB);
+	assert_int_equal(o.max_message, 4096);
+	assert_true(o.handshake_timeout_ms == 500);
+	assert_int_equal(o.max_subscribers, 9);
+	assert_int_equal(o.socket_uid, 0);
+	assert_int_equal(o.socket_gid, 0);
+	assert_int_equal(o.socket_mode, 0640);
+	assert_int_equal(o.allowed_uids.n, 2);
+	assert_int_equal(o.allowed_uids.ids[0], 0);
+	assert_int_equal(o.allowed_uids.ids[1], 65534);
+	assert_int_equal(o.allowed_gids.n, 2);
+	assert_int_equal(o.allowed_gids.ids[1], 4321);
+	assert_int_equal(o.admin_gid, 1234);
 	assert_string_equal(o.metrics_textfile, "/var/lib/node/r.prom");
 	assert_true(o.metrics_interval_ms == 30000);
 	assert_true(o.devices.has_budget && o.devices.budget == 8 * GiB);
@@ -170,8 +198,36 @@ static void test_bad_files(void **state)
 	expect_error("[daemon]\nbackend = rocm\n", 2, "unknown backend");
 	expect_error("[daemon]\nsharing = nvlink\n", 2, "unknown sharing method");
 	expect_error("[daemon]\nsocket =\n", 2, "needs a non-empty path");
+	/* "=;x" is ";x" to inih, "= ;x" empty: a value starting with ';' could not be printed. */
+	expect_error("[daemon]\nsocket =;/run/x.sock\n", 2, "cannot start with ';'");
 	expect_error("[metrics]\ntextfile = /x/metrics.txt\n", 2, "ending in .prom");
 	expect_error("[metrics]\ninterval = 0.5\n", 2, "from 1 to 3600");
+	/* Access and the limits beyond the above: names that do not exist, modes, ranges. */
+	expect_error("[access]\nsocket_mode = 0999\n", 2, "[access] socket_mode = 0999: an octal");
+	expect_error("[access]\nsocket_mode = 66\n", 2, "3 or 4 digits");
+	expect_error("[access]\nsocket_mode = 4660\n", 2, "no setuid");
+	expect_error("[access]\nsocket_mode = -660\n", 2, "an octal mode");
+	expect_error("[access]\nsocket_user = no-such-user-rocmmem\n", 2,
+		     "no user named 'no-such-user-rocmmem'");
+	expect_error("[access]\nsocket_group = no-such-group-rocmmem\n", 2,
+		     "no group named 'no-such-group-rocmmem'");
+	expect_error("[access]\nsocket_user = 4294967295\n", 2, "out of range");
+	expect_error("[access]\nsocket_group = 99999999999\n", 2, "out of range");
+	expect_error("[access]\nallowed_users = root,no-such-user-rocmmem\n", 2,
+		     "[access] allowed_users = root,no-such-user-rocmmem: no user named");
+	expect_error("[access]\nallowed_groups = ,\n", 2, "a comma-separated list of group");
+	expect_error("[access]\nadmin_group = no-such-group-rocmmem\n", 2, "no group named");
+	expect_error("[access]\nadmin_group = -1\n", 2, "no group named '-1'");
+	expect_error("[limits]\nclients_per_uid = 0\n", 2, "a whole number from 1");
+	expect_error("[limits]\nclients_per_uid = -5\n", 2, "a whole number from 1");
+	expect_error("[limits]\nbytes_per_uid = 0\n", 2, "more than 0 bytes, or unlimited");
+	expect_error("[limits]\nbytes_per_uid = -1G\n", 2, "expected bytes");
+	expect_error("[limits]\nbytes_per_uid = 99999999999T\n", 2, "too large");
+	expect_error("[limits]\nmessage_size = 65537\n", 2, "from 1K to 64K");
+	expect_error("[limits]\nmessage_size = 512\n", 2, "from 1K to 64K");
+	expect_error("[limits]\nhandshake_timeout = 0\n", 2, "more than 0");
+	expect_error("[limits]\nhandshake_timeout = 3601\n", 2, "at most 3600");
+	expect_error("[limits]\nsubscribers = 99999999999999999999\n", 2, "from 1 to");
 	/* Syntax errors: the line, whatever comes after it. */
 	expect_error("[daemon\nlog_level = info\n", 1, "syntax error");
 	expect_error("[daemon]\nlog_level info\n", 2, "syntax error");

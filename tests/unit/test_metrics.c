@@ -93,6 +93,11 @@ static void test_basic(void **state)
 	d->leases = 3;
 	f->s->arbiter.counters.grants = 7;
 	f->s->client_count = 2;
+	f->s->limits.max_clients = 4096;
+	f->s->limits.max_message = 65536;
+	f->s->limits.handshake_timeout_ms = 1500;
+	f->s->quota.hits[LIMIT_CLIENTS_PER_UID] = 44;
+	f->s->access_tally.peers_refused = 3;
 	len = metrics_format(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
@@ -111,6 +116,16 @@ static void test_basic(void **state)
 	assert_contains(f->text, "rocmmemd_device_info{device=\"0\",name=\"Radeon RX 7900 XTX\","
 				 "pci_bus_id=\"0000:03:00.0\",sharing=\"vmm-fd\","
 				 "integrated=\"false\"} 1\n");
+	assert_contains(f->text,
+			"# TYPE rocmmemd_limit gauge\nrocmmemd_limit{limit=\"clients\"} 4096\n");
+	assert_contains(f->text, "rocmmemd_limit{limit=\"message_size\"} 65536\n");
+	assert_contains(f->text, "rocmmemd_handshake_timeout_seconds 1.500\n");
+	/* bytes_per_uid 0: unlimited, left out. */
+	assert_null(strstr(f->text, "rocmmemd_limit{limit=\"bytes_per_uid\"}"));
+	assert_contains(f->text, "rocmmemd_limit_hits_total{limit=\"clients_per_uid\"} 44\n");
+	assert_contains(f->text, "rocmmemd_limit_hits_total{limit=\"subscribers\"} 0\n");
+	assert_contains(f->text, "rocmmemd_peers_refused_total 3\n");
+	assert_contains(f->text, "rocmmemd_requests_refused_total 0\n");
 	/* Not sampled yet: those families are left out, not written as 0. */
 	assert_null(strstr(f->text, "runtime_free"));
 	assert_null(strstr(f->text, "temperature"));

@@ -102,7 +102,7 @@ def client_info(v):
     return {"pid": v.pid, "uid": v.uid, "name": text(v.name), "leases": v.leases,
             "leased_bytes": v.leased_bytes, "gid": v.gid, "connected_s": v.connected_s,
             "client_id": v.client_id, "models": v.models, "reserved_bytes": v.reserved_bytes,
-            "waiting": v.waiting}
+            "waiting": v.waiting, "pidfd": bool(v.pidfd)}
 
 
 def model_info(v):
@@ -134,6 +134,7 @@ def _each(lib, st, kind):
 
 def status(lib, st):
     """A snapshot (rocmmem_status *) as the dict `rocmmemctl status --json` prints."""
+    access = lib.rocmmem_status_access(st).contents
     leases = [{"id": v.id, "owner_pid": v.owner_pid, "device": v.device, "bytes": v.bytes,
                "tag": text(v.tag), "age_ms": v.age_ms, "model_id": v.model_id}
               for v in _each(lib, st, "lease")]
@@ -157,6 +158,11 @@ def status(lib, st):
         "queue": queue,
         "denials": denials,
         "counters": counters(lib, st, False),
+        "limits": {text(v.name): {"value": v.value, "unlimited": bool(v.unlimited),
+                                  "hits": v.hits}
+                   for v in _each(lib, st, "limit")},
+        "access": {"peers_refused": access.peers_refused,
+                   "requests_refused": access.requests_refused},
     }
 
 
@@ -208,13 +214,16 @@ EVENT_TYPE_NAMES = {
     N.EVENT_MODEL_REVOKED: "model_revoked",
     N.EVENT_LEASE_REVOKED: "lease_revoked",
     N.EVENT_DISCONNECTED: "disconnected",
+    N.EVENT_RECONNECTING: "reconnecting",
+    N.EVENT_RECONNECTED: "reconnected",
 }
 
 
 def event(lib, ev):
     """Any rocmmem_event as a dict: samples and telemetry as watch prints them, the rest as
     {"type": "evict_request" | "model_revoked" | "lease_revoked" | "shutdown" |
-    "disconnected" | "other", "seq", "reason", and the ids that apply}."""
+    "disconnected" | "reconnecting" | "reconnected" | "other", "seq", "reason", and the ids
+    that apply}."""
     if ev.type == N.EVENT_SAMPLE and ev.sample and ev.sample_info:
         return sample(lib, ev.sample, ev.sample_info.contents)
     if ev.type == N.EVENT_TELEMETRY and ev.telemetry:

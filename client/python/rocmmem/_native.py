@@ -56,7 +56,14 @@ EVENT_LEASE_REVOKED = 4
 EVENT_DISCONNECTED = 5
 EVENT_SAMPLE = 6
 EVENT_TELEMETRY = 7
+EVENT_RECONNECTING = 8
+EVENT_RECONNECTED = 9
 EVENT_OTHER = 100
+
+# Flags of struct rocmmem_connect_options, and enum rocmmem_connection_state
+CONNECT_NO_RECONNECT = 0x1
+CONNECT_NO_WAIT = 0x2
+CONNECTION_STATES = ("connected", "reconnecting", "disconnected")
 
 SUBSCRIBE_SAMPLES = 0x1
 SUBSCRIBE_EVENTS = 0x2
@@ -100,7 +107,16 @@ class ClientInfo(ctypes.Structure):
     _fields_ = [("pid", c_int32), ("uid", c_uint32), ("gid", c_uint32), ("name", c_char_p),
                 ("leases", c_uint32), ("leased_bytes", c_uint64), ("connected_s", c_uint64),
                 ("client_id", c_uint64), ("models", c_uint32), ("reserved_bytes", c_uint64),
-                ("waiting", c_uint32)]
+                ("waiting", c_uint32), ("pidfd", c_int)]
+
+
+class LimitInfo(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("value", c_uint64), ("unlimited", c_int),
+                ("hits", c_uint64)]
+
+
+class AccessInfo(ctypes.Structure):
+    _fields_ = [("peers_refused", c_uint64), ("requests_refused", c_uint64)]
 
 
 class LeaseInfo(ctypes.Structure):
@@ -164,8 +180,14 @@ class Event(ctypes.Structure):
                 ("telemetry", ctypes.POINTER(TelemetryEvent))]
 
 
+class ConnectOptions(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("socket_path", c_char_p), ("name", c_char_p),
+                ("timeout_ms", c_int), ("flags", c_uint32), ("reconnect_window_ms", c_int)]
+
+
 # Every mirrored struct by its C name (the ABI test walks this table).
 STRUCTS = {
+    "rocmmem_connect_options": ConnectOptions,
     "rocmmem_lease_request": LeaseRequest,
     "rocmmem_daemon_info": DaemonInfo,
     "rocmmem_device_info": DeviceInfo,
@@ -176,6 +198,8 @@ STRUCTS = {
     "rocmmem_waiter_info": WaiterInfo,
     "rocmmem_counters": Counters,
     "rocmmem_denial_info": DenialInfo,
+    "rocmmem_limit_info": LimitInfo,
+    "rocmmem_access_info": AccessInfo,
     "rocmmem_model_desc": ModelDesc,
     "rocmmem_sample_info": SampleInfo,
     "rocmmem_telemetry_event": TelemetryEvent,
@@ -192,6 +216,8 @@ PROTOTYPES = {
     "rocmmem_strerror": (c_char_p, [c_int]),
     "rocmmem_last_error": (c_char_p, []),
     "rocmmem_connect": (c_int, [c_char_p, c_char_p, c_int, P(c_void_p)]),
+    "rocmmem_connect_with": (c_int, [P(ConnectOptions), P(c_void_p)]),
+    "rocmmem_client_state": (c_enum, [c_void_p]),
     "rocmmem_disconnect": (None, [c_void_p]),
     "rocmmem_client_daemon_version": (c_char_p, [c_void_p]),
     "rocmmem_client_backend": (c_char_p, [c_void_p]),
@@ -217,6 +243,9 @@ PROTOTYPES = {
     "rocmmem_status_counters": (P(Counters), [c_void_p]),
     "rocmmem_status_denial_count": (c_size_t, [c_void_p]),
     "rocmmem_status_denial": (P(DenialInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_limit_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_limit": (P(LimitInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_access": (P(AccessInfo), [c_void_p]),
     "rocmmem_status_device_count": (c_size_t, [c_void_p]),
     "rocmmem_status_device": (P(DeviceInfo), [c_void_p, c_size_t]),
     "rocmmem_status_process_count": (c_size_t, [c_void_p, c_size_t]),

@@ -124,6 +124,7 @@ class Client:
         self._pid = os.getpid()
         self._fail_safe = fail_safe
         self._available = handle is not None
+        self._away_since = None  # when librocmmem began reconnecting (None: it is not)
         self._reason = reason  # why the daemon is unavailable
         self._reason_errno = reason_errno
         self._leases = weakref.WeakValueDictionary()  # lease id -> Lease
@@ -158,9 +159,36 @@ class Client:
 
     @property
     def available(self):
-        """Whether the daemon is there: False for a fail-safe client without one, and once the
-        connection has ended."""
-        return self._available and not self._closed and self._pid == os.getpid()
+        """Whether the daemon is there: False for a fail-safe client without one, once the
+        connection has ended, and while librocmmem reconnects to a daemon that went away
+        (True again once it is back: see state)."""
+        if self._closed or self._pid != os.getpid():
+            return False
+        if self._available:
+            return True
+        # Gone for a while: back as soon as librocmmem has reconnected, even before its
+        # "reconnected" event is delivered.
+        if not self._away_since or self._ended or self.state != "connected":
+            return False
+        with self._lock:
+            self._available = True
+            self._reason = None
+            self._away_since = None
+        return True
+
+    @property
+    def state(self):
+        """Where the connection stands: "connected", "reconnecting" (the daemon went away
+        without saying it stops; librocmmem brings the connection back, re-declaring this
+        client's leases and models) or "disconnected" (for good, or never connected)."""
+        with self._lock:
+            if self._closed or self._handle is None or self._pid != os.getpid():
+                return "disconnected"
+        try:
+            with self._native() as handle:
+                return N.CONNECTION_STATES[self._lib.rocmmem_client_state(handle)]
+        except Error:
+            return "disconnected"
 
     @property
     def closed(self):
@@ -249,26 +277,61 @@ class Client:
             self._lib.rocmmem_strerror(err))
         e = make_error(err, message, connecting=connecting)
         if isinstance(e, DaemonUnavailable):
-            self._lost(message)
+            if -err == _errno.ENOTCONN:
+                self._away(message)  # librocmmem is reconnecting
+            else:
+                self._lost(message)
         return e
 
     def _lost(self, reason):
         """The connection has ended: the client is unavailable from now on."""
         with self._lock:
+            was = self._available
+            self._available = False
+            self._away_since = None
+            self._reason = reason
+        if was and self._fail_safe:
+            log.warning("rocmmem: rocmmemd is unavailable (%s): carrying on without it",
+                        reason)
+
+    def _away(self, reason):
+        """The daemon went away and librocmmem reconnects: unavailable until it is back."""
+        with self._lock:
             if not self._available:
                 return
             self._available = False
+            self._away_since = time.monotonic()
             self._reason = reason
-        if self._fail_safe:
-            log.warning("rocmmem: rocmmemd is unavailable (%s): carrying on without it",
-                        reason)
+        log.warning("rocmmem: rocmmemd went away (%s)%s", reason,
+                    "; carrying on without it meanwhile" if self._fail_safe else "")
+
+    def _back(self, summary):
+        """librocmmem reconnected, this client's leases and models re-declared."""
+        with self._lock:
+            self._available = True
+            self._away_since = None
+            self._reason = None
+        log.info("rocmmem: %s", summary)
+
+    def _revive(self):
+        """For a fail-safe client whose daemon went away: gives librocmmem the chance to
+        reconnect (an attempt, if one is due) without waiting. Returns available."""
+        with self._lock:
+            if self._closed or self._handle is None or self._pid != os.getpid():
+                return False
+        try:
+            with self._native() as handle:
+                self._lib.rocmmem_dispatch(handle)
+        except Error:
+            pass
+        return self.available
 
     def _call(self, name, *args, soft=None, has_soft=False):
         """lib.name(handle, *args) under the gate; a negative result raises. With has_soft,
         a fail-safe client returns soft instead of raising DaemonUnavailable (and at once when
         it is unavailable already)."""
         fail_safe = has_soft and self._fail_safe
-        if fail_safe and not self.available and not self._closed:
+        if fail_safe and not self.available and not self._closed and not self._revive():
             return soft
         try:
             with self._native() as handle:
@@ -597,6 +660,10 @@ class Client:
         elif t == N.EVENT_DISCONNECTED:
             self._ended = True
             self._lost(N.text(ev.reason) or "the connection to rocmmemd ended")
+        elif t == N.EVENT_RECONNECTING:
+            self._away(N.text(ev.reason) or "the connection to rocmmemd ended")
+        elif t == N.EVENT_RECONNECTED:
+            self._back(N.text(ev.reason) or "reconnected to rocmmemd")
         elif t == N.EVENT_SHUTDOWN:
             log.info("rocmmem: rocmmemd is stopping: %s", N.text(ev.reason))
         fn = self.on_event
@@ -823,9 +890,12 @@ class Model:
                 f"bytes, device {self.device}{', resident' if self.resident else ''})>")
 
     def _soft(self):
-        """Whether calls are no-ops: a fail-safe client's model without a daemon."""
+        """Whether calls are no-ops: a fail-safe client's model without a daemon (one that
+        went away is given the chance to come back first)."""
         c = self._client
-        return c._fail_safe and (self.id == 0 or not c.available) and not c._closed
+        if not c._fail_safe or c._closed:
+            return False
+        return self.id == 0 or not (c.available or c._revive())
 
     def acquire(self, timeout=None):
         """Marks the model in use (never evicted until release()). If it is not resident its
@@ -897,7 +967,8 @@ class Model:
         self.pinned = bool(pinned)
 
 
-def connect(socket=None, name=None, timeout=5.0, fail_safe=False):
+def connect(socket=None, name=None, timeout=5.0, fail_safe=False, reconnect=True,
+            reconnect_window=None):
     """Connects to rocmmemd and returns a Client.
 
     socket: the daemon's socket path (None: $ROCMMEM_SOCKET, else the per-user socket when it
@@ -910,6 +981,15 @@ def connect(socket=None, name=None, timeout=5.0, fail_safe=False):
     whose available is False and whose model, status and telemetry calls do nothing (lease()
     still raises DaemonUnavailable); a missing socket is not waited for. Such a client whose
     daemon goes away later degrades the same way instead of raising.
+
+    reconnect=True: when the daemon goes away without saying it stops (a crash, SIGKILL, its
+    watchdog) while the client holds leases or models, librocmmem brings the connection back
+    (re-declaring them: the memory and the data stay) for reconnect_window seconds (None: 60,
+    or $ROCMMEM_RECONNECT; inf: no limit). Meanwhile available is False and state is
+    "reconnecting"; calls wait for the daemon up to their own timeout (a fail-safe client's
+    do not wait: they do nothing, as without a daemon, until it is back). on_event gets
+    {"type": "reconnecting"} and {"type": "reconnected"}. reconnect=False: the first loss is
+    final, as with $ROCMMEM_RECONNECT=0.
     """
     try:
         lib = N.load()
@@ -923,10 +1003,19 @@ def connect(socket=None, name=None, timeout=5.0, fail_safe=False):
     ms = _timeout_ms(timeout)
     ms = -1 if ms < 0 else min(ms, _INT_MAX)
     handle = ctypes.c_void_p()
+    flags = (0 if reconnect else N.CONNECT_NO_RECONNECT) | (N.CONNECT_NO_WAIT if fail_safe
+                                                            else 0)
+    window = 0 if reconnect_window is None else _timeout_ms(reconnect_window, "reconnect_window")
+    if reconnect_window is not None and window == 0:
+        raise ValueError("reconnect_window must be more than 0 seconds (or reconnect=False)")
+    window = -1 if window < 0 else min(window, _INT_MAX)
     # Fail-safe: one quick try first, so that a host without a daemon starts at once.
     tries = [0, ms] if fail_safe and ms != 0 else [ms]
     for i, wait in enumerate(tries):
-        rc = lib.rocmmem_connect(path, cname, wait, ctypes.byref(handle))
+        opts = N.ConnectOptions(size=ctypes.sizeof(N.ConnectOptions), socket_path=path,
+                                name=cname, timeout_ms=wait, flags=flags,
+                                reconnect_window_ms=window)
+        rc = lib.rocmmem_connect_with(ctypes.byref(opts), ctypes.byref(handle))
         if rc == 0:
             return Client(lib, handle.value, fail_safe=fail_safe)
         message = N.text(lib.rocmmem_last_error()) or N.text(lib.rocmmem_strerror(rc))

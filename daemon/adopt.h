@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adopt.h: surviving a restart: the state file that records every live lease and reservation
+ * as it is granted, and, in the next daemon, checking what returning clients re-declare
+ * against it before taking it over.
+ */
+#ifndef ROCMMEMD_ADOPT_H
+#define ROCMMEMD_ADOPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rocmmem.pb-c.h"
+
+struct arbiter;
+struct client;
+struct lease;
+struct model;
+
+/*
+ * adopt_state_path picks the state file of a daemon serving socket: `explicit` when given
+ * ("none": no file, returns 1; --restart-grace 0), else systemd's $RUNTIME_DIRECTORY/rocmmemd.state
+ * when the socket was passed by systemd (activated) and the variable is set, else SOCKET.state
+ * beside the socket. Returns 0, 1 (no file) or -ENAMETOOLONG.
+ */
+int adopt_state_path(const char *explicit, const char *socket, bool activated, char *out,
+		     size_t len);
+
+/*
+ * adopt_start sets up a->adopt once the arbiter is up and before any client is served: opens
+ * (creating) the state file at path (NULL: none), takes over what a previous daemon left in it
+ * (each lease's id is kept aside, its bytes accounted, possibly beyond the budget, until its
+ * holder re-declares it or grace_ms pass) and records from now on. A state file that cannot be
+ * used is logged and the daemon runs without one. Returns 0 or -ENOMEM.
+ */
+int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms);
+
+/*
+ * adopt_finish forgets what was never re-declared and closes the state file once the loop
+ * has run out (every client gone); clean (a graceful stop: every lease reclaimed) removes it.
+ * Runs the loop once more to close its timer.
+ */
+void adopt_finish(struct arbiter *a, bool clean);
+
+/* Kept current by the arbiter and residency: grants, releases, model registrations and
+ * reservations. Cheap: a few stores into the mapped file. */
+void adopt_lease_granted(struct arbiter *a, struct lease *l);
+void adopt_lease_gone(struct arbiter *a, struct lease *l);
+void adopt_model_registered(struct arbiter *a);
+void adopt_model_changed(struct arbiter *a, struct model *m);
+
+/*
+ * Re-declarations from a returning client (proto/rocmmem.proto); each replies. The lease's fds
+ * (nfds of them) are the call's from then on.
+ */
+void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request_id,
+			   const Rocmmem__Wire__LeaseRedeclare *req, int *fds, unsigned nfds);
+void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request_id,
+			   const Rocmmem__Wire__ModelRedeclare *req);
+void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_id);
+
+#endif
