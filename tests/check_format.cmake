@@ -2,7 +2,7 @@
 # Fails when any C source differs from what clang-format and .clang-format make of it.
 file(GLOB_RECURSE sources
   ${SOURCE_DIR}/common/*.[ch] ${SOURCE_DIR}/daemon/*.[ch] ${SOURCE_DIR}/client/*.[ch]
-  ${SOURCE_DIR}/tests/*.[ch])
+  ${SOURCE_DIR}/tests/*.[ch] ${SOURCE_DIR}/bench/*.[ch])
 set(bad "")
 foreach(f ${sources})
   execute_process(COMMAND ${CLANG_FORMAT} --dry-run --Werror ${f}

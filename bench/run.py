@@ -1,0 +1,873 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""run.py: runs rocmmemd's benchmarks and writes the report (REPORT.md and REPORT.json).
+
+Usage: run.py --build-dir DIR [--mode tiny|quick|full] [--out DIR] [--only NAME,...]
+              [--no-profile] [--check]
+
+Every benchmark program measures its subject and its baseline in the same run, interleaved,
+and writes JSON; this script adds the machine, the versions and the load average, evaluates
+each figure against its target (the ratios of DESIGN.md's "Targets"), and explains the gaps
+with the profile the programs gathered. --check then verifies the report's shape (the smoke
+test): the JSON parses, every benchmark is present, every ratio is positive. Timings are never
+checked: they belong to the machine.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+BENCHMARKS = ["roundtrip", "throughput", "scale", "replay", "evict", "telemetry", "gpu"]
+TIMEOUTS = {"tiny": 150, "quick": 600, "full": 1800}
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine and the versions
+
+
+def read(path, default=""):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def loadavg():
+    parts = read("/proc/loadavg").split()
+    return [float(x) for x in parts[:3]] if len(parts) >= 3 else []
+
+
+def machine():
+    cpuinfo = read("/proc/cpuinfo")
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    meminfo = read("/proc/meminfo")
+    total = re.search(r"^MemTotal:\s*(\d+)", meminfo, re.M)
+    virt = "hypervisor" in (re.search(r"^flags\s*:(.*)$", cpuinfo, re.M) or [None, ""])[1]
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except OSError:
+        usable = os.cpu_count()
+    thp = read("/sys/kernel/mm/transparent_hugepage/shmem_enabled").strip()
+    return {
+        "cpu_model": model.group(1).strip() if model else platform.processor(),
+        "cpus_online": os.cpu_count(),
+        "cpus_usable": usable,
+        "memory_gib": round(int(total.group(1)) / 1048576, 1) if total else None,
+        "kernel": platform.release(),
+        "virtualized": virt,
+        "shmem_thp": thp,
+        "nofile_limit": _nofile(),
+    }
+
+
+def _nofile():
+    try:
+        import resource
+
+        return list(resource.getrlimit(resource.RLIMIT_NOFILE))
+    except (ImportError, OSError):
+        return None
+
+
+def first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        text = (out.stdout or out.stderr).strip()
+        return text.splitlines()[0] if text else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def versions(build, rocmmemd):
+    info = {}
+    try:
+        with open(os.path.join(build, "bench", "build_info.json"), encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        pass
+    v = {
+        "rocmmemd": first_line([rocmmemd, "--version"]),
+        "project": info.get("project_version", ""),
+        "git_commit": info.get("git_commit", ""),
+        "compiler": info.get("compiler", ""),
+        "build_type": info.get("build_type", ""),
+        "c_flags": info.get("c_flags", ""),
+        "libuv": info.get("libuv", ""),
+        "protobuf_c": info.get("protobuf_c", ""),
+        "python": platform.python_version(),
+    }
+    # The source tree, if it is here: the commit now, and whether it differs from it.
+    src = info.get("source_dir", "")
+    if src and os.path.isdir(os.path.join(src, ".git")) and shutil.which("git"):
+        commit = first_line(["git", "-C", src, "rev-parse", "HEAD"])
+        if commit:
+            v["git_commit"] = commit
+        try:
+            out = subprocess.run(["git", "-C", src, "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=30)
+            v["git_dirty"] = bool(out.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the programs
+
+
+def run_program(name, argv, env, log_path, timeout):
+    start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        try:
+            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        except OSError as e:
+            log.write("Could not run %s: %s\n" % (argv[0], e))
+            rc = "not found"
+    return rc, time.monotonic() - start
+
+
+def tail(path, lines=15):
+    return "\n".join(read(path).splitlines()[-lines:])
+
+
+def run_all(args, build, out):
+    raw = os.path.join(out, "raw")
+    profile = os.path.join(out, "profile")
+    os.makedirs(raw, exist_ok=True)
+    rocmmemd = os.path.join(build, "rocmmemd")
+    bindir = os.path.join(build, "bench")
+    fake = os.path.join(build, "tests", "fakegpu", "cuda", "libcuda.so.1")
+    env = dict(os.environ)
+    env["ROCMMEMD"] = rocmmemd
+    if args.lib_dir:
+        env["LD_LIBRARY_PATH"] = args.lib_dir + (":" + env["LD_LIBRARY_PATH"]
+                                                 if env.get("LD_LIBRARY_PATH") else "")
+    plan = []
+    for name in BENCHMARKS:
+        extra = []
+        if name == "roundtrip":
+            extra = ["--breakdown"]
+            if not args.no_profile and args.mode != "tiny":
+                os.makedirs(profile, exist_ok=True)
+                extra += ["--profile", profile]
+        if name == "scale" and os.path.exists(fake):
+            extra = ["--fake-cuda", fake]
+        plan.append((name, "bench_" + name, extra, env))
+    if os.path.exists(fake):
+        # The GPU path's code, run over the stand-in driver: proof that it works, no figure.
+        fenv = dict(env, ROCMMEM_CUDA_LIBRARY=fake, FAKECUDA_DEVICES="8G")
+        plan.append(("gpu_stand_in", "bench_gpu", ["--runtime", "cuda", "--stand-in"], fenv))
+    results = {}
+    for name, program, extra, penv in plan:
+        if args.only and name not in args.only and name.split("_")[0] not in args.only:
+            continue
+        path = os.path.join(raw, name + ".json")
+        log = os.path.join(raw, name + ".log")
+        if os.path.exists(path):
+            os.unlink(path)
+        argv = [os.path.join(bindir, program), "--rocmmemd", rocmmemd, "--mode", args.mode,
+                "--json", path] + extra
+        print("run.py: %s ..." % name, file=sys.stderr, flush=True)
+        rc, took = run_program(name, argv, penv, log, TIMEOUTS[args.mode])
+        entry = {"program": program, "args": extra, "exit": rc, "seconds": round(took, 1)}
+        try:
+            with open(path, encoding="utf-8") as f:
+                entry["data"] = json.load(f)
+        except (OSError, ValueError) as e:
+            entry["data"] = None
+            entry["parse_error"] = str(e)
+        if rc == 0 and entry["data"] is not None:
+            status = entry["data"].get("status", "ok")
+            entry["status"] = "not run" if status.startswith("not run") else "ok"
+        else:
+            entry["status"] = "error"
+            entry["log_tail"] = tail(log)
+            print("run.py: %s failed (%s):\n%s" % (name, rc, entry["log_tail"]), file=sys.stderr)
+        print("run.py: %s %s in %.1f s" % (name, entry["status"], took), file=sys.stderr)
+        results[name] = entry
+    return results, profile
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures and targets
+
+
+def verdict(ok):
+    return "met" if ok else "not met"
+
+
+def fig(benchmark, fid, title, unit, subject=None, baseline=None, ratio=None, target="",
+        verdict_text="", value=None, note=""):
+    f = {"id": fid, "benchmark": benchmark, "title": title, "unit": unit, "value": value,
+         "ratio": ratio, "target": target, "verdict": verdict_text, "note": note}
+    if subject:
+        f.update({"p50": subject.get("p50"), "p99": subject.get("p99"),
+                  "p999": subject.get("p999"), "n": subject.get("n")})
+    if baseline:
+        f["baseline"] = {"name": baseline[0], "p50": baseline[1].get("p50"),
+                         "p99": baseline[1].get("p99"), "p999": baseline[1].get("p999")}
+    return f
+
+
+def figures_roundtrip(d):
+    out = []
+    for p in d.get("placements", []):
+        name = p["name"]
+        r = p["ratio_p50"]
+        out.append(fig("roundtrip", "roundtrip.%s.p50" % name,
+                       "Lease round trip, %s (acquire+map+touch+unmap+release)" % name, "us",
+                       p["daemon"], ("raw SEQPACKET 2 round trips + 1 fd", p["floor"]), r,
+                       "p50 <= 1.3x floor", verdict(r <= 1.3)))
+        t = p["daemon_p99_over_p50"]
+        out.append(fig("roundtrip", "roundtrip.%s.tail" % name,
+                       "Lease round trip tail, %s: p99 / p50" % name, "ratio", p["daemon"],
+                       None, t, "p99 <= 2x p50", verdict(t <= 2.0),
+                       note="the floor's own p99/p50 in the same run: %.2f"
+                       % p["floor_p99_over_p50"]))
+        m = p["ratio_p50_vs_floor_with_memory_work"]
+        out.append(fig("roundtrip", "roundtrip.%s.vs_memory_floor" % name,
+                       "Lease round trip vs the floor doing the same memory work, %s" % name,
+                       "us", p["daemon"], ("floor + memfd/mmap work", p["floor_with_memory_work"]),
+                       m, "(no target: what rocmmemd adds beyond the kernel's memory work)",
+                       "info"))
+    return out
+
+
+def figures_throughput(d):
+    out = []
+    for lv in d.get("levels", []):
+        n = lv["clients"]
+        r = lv["ratio"]
+        share = lv["rocmmemd"]["share_min_over_mean"]
+        at64 = n == 64
+        out.append(fig("throughput", "throughput.%d.rate" % n,
+                       "Request rate, %d closed-loop client(s), mixed requests" % n, "req/s",
+                       lv["rocmmemd"]["latency"], ("epoll echo server", lv["echo"]["latency"]), r,
+                       ">= 0.70x echo at 64 clients" if at64 else "(shown for the curve)",
+                       verdict(r >= 0.70) if at64 else "info", value=lv["rocmmemd"]["rate_per_s"],
+                       note="echo: %.0f req/s" % lv["echo"]["rate_per_s"]))
+        out.append(fig("throughput", "throughput.%d.fairness" % n,
+                       "Fairness, %d client(s): smallest client's share / mean share" % n, "ratio",
+                       None, None, None,
+                       "no client under half the mean share at 64 clients" if at64 else
+                       "(shown for the curve)", verdict(share >= 0.5) if at64 else "info",
+                       value=share, note="echo server in the same run: %.2f"
+                       % lv["echo"]["share_min_over_mean"]))
+    return out
+
+
+def figures_scale(d):
+    out = []
+    for s in d.get("series", []):
+        name = s["name"]
+        if s.get("not_run"):
+            out.append(fig("scale", "scale.%s" % name, "Scaling series '%s'" % name, "", None,
+                           None, None, "", "not run", note=s["not_run"]))
+            continue
+        levels = s.get("levels", [])
+        run = [lv for lv in levels if not lv.get("not_run")]
+        unit = s["unit"]
+        if name == "clients":
+            lv = run[-1] if run else None
+            if lv:
+                per = lv.get("rss_bytes_per_item", 0) / 1024.0
+                out.append(fig("scale", "scale.clients.memory",
+                               "Daemon memory per connected client (VmRSS growth, %d clients)"
+                               % lv[unit], "KiB", None, None, None, "<= 16 KiB per client",
+                               verdict(per <= 16.0), value=round(per, 2),
+                               note="Pss growth: %.2f KiB per client"
+                               % (lv.get("pss_bytes_per_item", 0) / 1024.0)))
+                out.append(fig("scale", "scale.clients.cost",
+                               "Lease op with %d idle clients connected vs none" % lv[unit], "us",
+                               lv["op"], ("no other client", run[0]["op"]),
+                               lv["ratio_p50_vs_first"], "(flat: within 1.5x)",
+                               verdict(lv["ratio_p50_vs_first"] <= 1.5)))
+            continue
+        first = run[0] if run else None
+        stand_in = name != "host"
+        for lv in run[1:]:
+            r = lv["ratio_p50_vs_first"]
+            out.append(fig("scale", "scale.%s.%d" % (name, lv[unit]),
+                           "Lease op (acquire+release) at %d live leases, %s backend"
+                           % (lv[unit], name), "us", lv["op"],
+                           ("%d live leases" % first[unit], first["op"]), r,
+                           "(stand-in driver: its own costs grow, see Profile: scaling)"
+                           if stand_in else "within 1.5x of 1k leases",
+                           "info" if stand_in else verdict(r <= 1.5),
+                           note="daemon CPU per op %.1f us (x%.2f); daemon memory per lease: "
+                           "VmRSS %.0f B, Pss %.0f B; kernel slab %.0f B (system-wide, noisy)"
+                           % (lv["daemon_cpu_us_per_op"], lv["ratio_cpu_vs_first"],
+                              lv.get("rss_bytes_per_item", 0), lv.get("pss_bytes_per_item", 0),
+                              lv.get("kernel_slab_bytes_per_item_noisy", 0))))
+        for lv in levels:
+            if lv.get("not_run"):
+                out.append(fig("scale", "scale.%s.%d" % (name, lv[unit]),
+                               "Lease op at %d live leases, %s backend" % (lv[unit], name), "us",
+                               None, None, None, "within 1.5x of 1k leases", "not run",
+                               note=lv["not_run"]))
+    return out
+
+
+def figures_replay(d):
+    out = []
+    u, r, j = d["uncoordinated"], d["residency"], d.get("residency_one_acquire_per_step")
+    out.append(fig("replay", "replay.failed", "Contention replay: failed steps through rocmmemd "
+                   "residency (FramePack as it acquires its models)", "steps", None, None, None,
+                   "zero failed steps through rocmmemd (uncoordinated fails some)",
+                   verdict(r["failed_steps"] == 0 and u["failed_steps"] > 0),
+                   value=r["failed_steps"],
+                   note="uncoordinated: %d of %d steps failed; residency: %d of %d (%d timed "
+                   "out waiting)" % (u["failed_steps"], u["steps"], r["failed_steps"], r["steps"],
+                                      r.get("timed_out_steps", 0))))
+    if j:
+        out.append(fig("replay", "replay.failed_one_acquire", "Contention replay: failed steps, "
+                       "FramePack's text encoders as one model (one acquire per step)", "steps",
+                       None, None, None, "zero failed steps", verdict(j["failed_steps"] == 0),
+                       value=j["failed_steps"],
+                       note="%d of %d steps" % (j["failed_steps"], j["steps"])))
+    for key, m in (("residency", r), ("one_acquire", j)):
+        if not m:
+            continue
+        ratio = m["ratio_makespan_vs_ideal_median"]
+        out.append(fig("replay", "replay.makespan.%s" % key,
+                       "Contention replay makespan vs ideal serial schedule (%s)" %
+                       ("residency" if key == "residency" else "one acquire per step"), "ms",
+                       None, None, ratio, "makespan <= 1.1x the sum of the work times",
+                       verdict(ratio <= 1.1), value=m["makespan_ms_median"],
+                       note="ideal %.1f ms; model loads %.1f ms per run; waits %.1f ms per run; "
+                       "%d evictions" % (m["ideal_serial_ms_median"], m["load_ms_per_run"],
+                                         m["acquire_wait_ms_per_run"], m["evictions"])))
+    out.append(fig("replay", "replay.makespan.uncoordinated",
+                   "Contention replay makespan, uncoordinated (failed steps skip their work)",
+                   "ms", None, None, u["ratio_makespan_vs_ideal_median"], "(baseline)", "info",
+                   value=u["makespan_ms_median"]))
+    return out
+
+
+def figures_evict(d):
+    o = d["rocmmemd"]["overhead"]
+    p99 = o["p99"]
+    ok50, ok99 = o["p50"] <= 1000, p99 <= 1000
+    v = "met" if ok99 else ("met at p50, not at p99" if ok50 else "not met")
+    return [fig("evict", "evict.overhead", "Eviction turnaround minus the owner's unload time",
+                "us", o, ("raw relay requester->relay->owner->relay->requester",
+                          d["floor"]["overhead"]), d["ratio_overhead_p50_vs_floor"],
+                "<= 1 ms beyond the owner's unload", v,
+                note="turnaround p50 %.0f us, owner's unload p50 %.0f us (munmap of %d MiB)"
+                % (d["rocmmemd"]["turnaround"]["p50"], d["rocmmemd"]["owner_unload"]["p50"],
+                   d["weights_unmapped_bytes"] >> 20))]
+
+
+def figures_telemetry(d):
+    out = []
+    off = next((c for c in d["configs"] if c["name"] == "off"), None)
+    for c in d["configs"]:
+        if c["name"] == "off":
+            continue
+        extra = c["extra_core_share_vs_off_median"] * 100
+        is100 = c["name"] == "100Hz"
+        out.append(fig("telemetry", "telemetry.%s.cpu" % c["name"],
+                       "Daemon CPU with subscribers at %s (%d subscriber(s), samples + events)"
+                       % (c["name"], c["subscribers"]), "% of a core", None, None, None,
+                       "<= 1% of a core at 100 Hz" if is100 else "(shown for the curve)",
+                       verdict(extra <= 1.0) if is100 else "info", value=round(extra, 3),
+                       note="absolute %.3f%% (none: %.3f%%); %.0f samples/s received of %.0f asked"
+                       % (c["daemon_core_share_schedstat"] * 100,
+                          off["daemon_core_share_schedstat"] * 100 if off else 0,
+                          c["samples_per_s_received"], c["samples_per_s_asked"])))
+        out.append(fig("telemetry", "telemetry.%s.rt" % c["name"],
+                       "Lease round trip p99 with subscribers at %s vs none" % c["name"], "us",
+                       c["lease_round_trip"], ("no subscriber", off["lease_round_trip"]),
+                       c["ratio_p99_vs_off_median"], "(no target: the ratio shown)", "info"))
+    return out
+
+
+def figures_gpu(d, name="gpu"):
+    if d.get("status", "").startswith("not run"):
+        return [fig(name, name, "GPU path (lease round trip with --backend cuda/hip)", "", None,
+                    None, None, "", d["status"], note=d.get("why", ""))]
+    out = []
+    for s in d.get("sizes", []):
+        base = ("in-process cuMemAlloc/hipMalloc", s["runtime_alloc_free"]) \
+            if isinstance(s.get("runtime_alloc_free"), dict) else None
+        ratio = s.get("ratio_p50_vs_runtime_alloc") or s.get("ratio_p50_vs_in_process_vmm")
+        if not base and "runtime_vmm_create_map_free" in s:
+            base = ("in-process VMM create+map", s["runtime_vmm_create_map_free"])
+        out.append(fig(name, "%s.%d" % (name, s["bytes"]), "GPU lease round trip, %d MiB (%s)"
+                       % (s["bytes"] >> 20, d.get("status")), "us", s["lease_round_trip"], base,
+                       ratio, "(no target in DESIGN.md)", "info",
+                       note="import p50 %.1f us; trim round trip p50 %s us"
+                       % (s["import_p50_us"], s.get("trim_round_trip", {}).get("p50", "-"))))
+    return out
+
+
+EXTRACT = {"roundtrip": figures_roundtrip, "throughput": figures_throughput,
+           "scale": figures_scale, "replay": figures_replay, "evict": figures_evict,
+           "telemetry": figures_telemetry, "gpu": figures_gpu,
+           "gpu_stand_in": lambda d: figures_gpu(d, "gpu_stand_in")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiles
+
+
+def _strace_rows(path, ops):
+    rows = []
+    for line in read(path).splitlines():
+        parts = line.split()
+        if len(parts) < 5 or not re.match(r"^[\d.]+$", parts[0]) or parts[-1] == "total":
+            continue
+        try:
+            calls = int(parts[3])
+            errors = int(parts[4]) if len(parts) == 6 else 0
+        except ValueError:
+            continue
+        rows.append({"syscall": parts[-1], "per_op": round(calls / ops, 2),
+                     "errors_per_op": round(errors / ops, 2)})
+    return rows
+
+
+def perf_top(data, lines=18):
+    if not os.path.exists(data) or not shutil.which("perf"):
+        return []
+    try:
+        out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                              "--sort", "dso,symbol", "-g", "none", "--percent-limit", "1"],
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(\S+)", line)
+        if m:
+            rows.append({"percent": float(m.group(1)), "dso": m.group(2), "symbol": m.group(3)})
+    return rows[:lines]
+
+
+def perf_by_dso(data):
+    if not os.path.exists(data) or not shutil.which("perf"):
+        return []
+    try:
+        out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                              "--sort", "dso", "-g", "none"],
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)", line)
+        if m:
+            rows.append({"percent": float(m.group(1)), "dso": m.group(2)})
+    return rows
+
+
+def profiles(results, profile_dir):
+    prof = {}
+    rt = results.get("roundtrip", {}).get("data") or {}
+    p = rt.get("profile")
+    if p:
+        ops = max(p.get("ops", 1), 1)
+        prof["roundtrip_ops"] = ops
+        if p.get("strace"):
+            prof["strace_daemon"] = _strace_rows(os.path.join(profile_dir, "strace-daemon.txt"),
+                                                 ops)
+            prof["strace_client"] = _strace_rows(os.path.join(profile_dir, "strace-client.txt"),
+                                                 ops)
+        if p.get("perf"):
+            data = os.path.join(profile_dir, "perf.data")
+            prof["perf_daemon_top"] = perf_top(data)
+            prof["perf_daemon_by_dso"] = perf_by_dso(data)
+    return prof
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+def us(v):
+    if v is None:
+        return "-"
+    return "%.1f" % v if v < 1000 else "%.0f" % v
+
+
+def num(v, digits=2):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return ("%%.%df" % digits) % v
+    return str(v)
+
+
+def write_markdown(path, report):
+    m = report["machine"]
+    v = report["versions"]
+    L = []
+    w = L.append
+    w("# rocmmemd benchmark report")
+    w("")
+    w("Generated by `scripts/bench.sh` (`bench/run.py --mode %s`) on %s. How to run it and how to "
+      "read it: [bench/README.md](../README.md)." % (report["mode"], report["date"]))
+    w("")
+    w("## Machine")
+    w("")
+    w("| | |")
+    w("|---|---|")
+    w("| CPU | %s, %s CPUs online (%s usable)%s |" % (
+        m["cpu_model"], m["cpus_online"], m["cpus_usable"],
+        ", virtual machine" if m["virtualized"] else ""))
+    w("| memory | %s GiB |" % m["memory_gib"])
+    w("| kernel | %s (shmem THP: %s) |" % (m["kernel"], m["shmem_thp"]))
+    w("| load average before | %s |" % " ".join("%.2f" % x for x in report["load_before"]))
+    w("| load average after | %s |" % " ".join("%.2f" % x for x in report["load_after"]))
+    w("| RLIMIT_NOFILE | %s |" % (m["nofile_limit"],))
+    w("")
+    if report.get("shared_machine_note"):
+        w(report["shared_machine_note"])
+        w("")
+    w("## Versions")
+    w("")
+    w("| | |")
+    w("|---|---|")
+    w("| rocmmemd | %s |" % v.get("rocmmemd"))
+    w("| git commit | %s%s |" % (v.get("git_commit") or "unknown",
+                                 " (working tree differs from it)" if v.get("git_dirty") else ""))
+    w("| compiler | %s, %s, `%s` |" % (v.get("compiler"), v.get("build_type"), v.get("c_flags")))
+    w("| libuv | %s |" % v.get("libuv"))
+    w("| protobuf-c | %s |" % v.get("protobuf_c"))
+    w("")
+    w("## Targets")
+    w("")
+    w("Each target of DESIGN.md, measured against its baseline in the same run (ratios; the "
+      "absolute times belong to this machine).")
+    w("")
+    w("| target | figure | measured | verdict |")
+    w("|---|---|---|---|")
+    for f in report["figures"]:
+        if f["verdict"] in ("info",):
+            continue
+        measured = []
+        if f.get("ratio") is not None:
+            measured.append("ratio %s" % num(f["ratio"]))
+        if f.get("value") is not None:
+            measured.append("%s %s" % (num(f["value"]), f["unit"]))
+        if f.get("p50") is not None:
+            measured.append("p50 %s us" % us(f["p50"]))
+        w("| %s | %s | %s | **%s** |" % (f["target"] or "-", f["title"], ", ".join(measured) or
+                                        f.get("note", ""), f["verdict"]))
+    w("")
+    w("## Figures")
+    w("")
+    w("Latencies in microseconds. The ratio is the subject over its baseline (for rates, "
+      "the subject's rate over the baseline's).")
+    w("")
+    w("| figure | p50 | p99 | p99.9 | baseline | base p50 | base p99 | base p99.9 | ratio | "
+      "value | verdict | note |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for f in report["figures"]:
+        b = f.get("baseline") or {}
+        w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            f["title"], us(f.get("p50")), us(f.get("p99")), us(f.get("p999")),
+            b.get("name", "-"), us(b.get("p50")), us(b.get("p99")), us(b.get("p999")),
+            num(f.get("ratio")), "-" if f.get("value") is None else "%s %s" % (
+                num(f["value"]), f["unit"]), f["verdict"], f.get("note", "")))
+    w("")
+    for name, text in report.get("explanations", []):
+        w("## %s" % name)
+        w("")
+        w(text)
+        w("")
+    w("## Runs")
+    w("")
+    w("| benchmark | status | seconds | program |")
+    w("|---|---|---|---|")
+    for name, e in report["benchmarks"].items():
+        w("| %s | %s | %s | `%s %s` |" % (name, e["status"], e["seconds"], e["program"],
+                                          " ".join(e["args"][:2])))
+    w("")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(L))
+
+
+def explain(results, prof):
+    """The profile behind each figure: where the time goes, in this run's numbers."""
+    ex = []
+    rt = (results.get("roundtrip") or {}).get("data")
+    if rt:
+        t = []
+        t.append("Where a lease round trip's time goes (same run, p50 in us; CPU and context "
+                 "switches per operation):")
+        t.append("")
+        t.append("| placement | floor | floor + memory work | rocmmemd | rocmmemd, log warn | "
+                 "daemon CPU | floor server CPU | client CPU (daemon) | client CPU (floor) | "
+                 "switches/op |")
+        t.append("|---|---|---|---|---|---|---|---|---|---|")
+        for p in rt.get("placements", []):
+            c = p["cpu_us_per_op"]
+            s = p.get("context_switches_per_op", {})
+            t.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                p["name"], us(p["floor"]["p50"]), us(p["floor_with_memory_work"]["p50"]),
+                us(p["daemon"]["p50"]), us(p.get("daemon_log_warn", {}).get("p50")),
+                us(c.get("daemon_server")), us(c.get("floor_server")), us(c.get("daemon_client")),
+                us(c.get("floor_client")), num(s.get("daemon_server"))))
+        pcs = rt.get("pieces")
+        if pcs:
+            t.append("")
+            t.append("The kernel work a lease needs, timed alone in the same rounds (p50 / p99 "
+                     "us): " + "; ".join("%s %s / %s" % (k.replace("_", " "), us(v["p50"]),
+                                                           us(v["p99"])) for k, v in pcs.items()))
+        if prof.get("strace_daemon"):
+            t.append("")
+            t.append("System calls per lease round trip (strace -c over %d operations): daemon: "
+                     % prof["roundtrip_ops"] + ", ".join(
+                         "%s %s" % (r["syscall"], num(r["per_op"], 1))
+                         for r in prof["strace_daemon"]) + "; client (librocmmem): " +
+                     ", ".join("%s %s" % (r["syscall"], num(r["per_op"], 1))
+                               for r in prof.get("strace_client", [])) + ". The floor makes 2 "
+                     "sendmsg + 2 recvmsg on each side and one close.")
+        if prof.get("perf_daemon_by_dso"):
+            t.append("")
+            t.append("perf (cpu-clock, the daemon only): by object " + ", ".join(
+                "%s %.1f%%" % (r["dso"], r["percent"]) for r in prof["perf_daemon_by_dso"][:6]) +
+                "; top symbols " + ", ".join("%s %.1f%%" % (r["symbol"], r["percent"])
+                                             for r in prof.get("perf_daemon_top", [])[:10]) + ".")
+        t.append("")
+        t.append(ROUNDTRIP_READING)
+        ex.append(("Profile: the lease round trip", "\n".join(t)))
+    tp = (results.get("throughput") or {}).get("data")
+    try:
+        ncpu = len(os.sched_getaffinity(0))
+    except OSError:
+        ncpu = os.cpu_count() or 1
+    if tp:
+        t = ["Server CPU per request and share of a core during its windows (the bench's client "
+             "threads share the same CPUs):", "",
+             "| clients | rocmmemd req/s | echo req/s | rocmmemd CPU us/req | echo CPU us/req | "
+             "rocmmemd core share | echo core share | clients' CPU us/req (rocmmemd / echo) | "
+             "CPU-bound ceiling, %d CPUs (rocmmemd / echo) | status reply bytes |" % ncpu,
+             "|---|---|---|---|---|---|---|---|---|---|"]
+        for lv in tp.get("levels", []):
+            a, b = lv["rocmmemd"], lv["echo"]
+            ca = a["server_cpu_us_per_request"] + a["clients_cpu_us_per_request"]
+            cb = b["server_cpu_us_per_request"] + b["clients_cpu_us_per_request"]
+            t.append("| %d | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f | %.1f / %.1f | %.0f / %.0f "
+                     "| %d |" % (
+                         lv["clients"], a["rate_per_s"], b["rate_per_s"],
+                         a["server_cpu_us_per_request"], b["server_cpu_us_per_request"],
+                         a["server_cpu_share"], b["server_cpu_share"],
+                         a["clients_cpu_us_per_request"], b["clients_cpu_us_per_request"],
+                         ncpu * 1e6 / ca if ca else 0, ncpu * 1e6 / cb if cb else 0,
+                         lv["status_reply_bytes"]))
+        kinds = [lv for lv in tp.get("levels", []) if lv.get("server_cpu_us_per_kind")]
+        if kinds:
+            t.append("")
+            t.append("Each server's CPU per request kind, timed alone on one more connection "
+                     "while the level's clients sat connected (us; lease and model as "
+                     "acquire+release pairs; rocmmemd / echo): " + "; ".join(
+                         "%d clients: %s" % (lv["clients"], ", ".join(
+                             "%s %.1f / %.1f" % (k.replace("_", " "), v["rocmmemd"], v["echo"])
+                             for k, v in lv["server_cpu_us_per_kind"].items()))
+                         for lv in kinds) + ".")
+        t.append("")
+        t.append(THROUGHPUT_READING)
+        ex.append(("Profile: throughput and fairness", "\n".join(t)))
+    rp = (results.get("replay") or {}).get("data")
+    if rp:
+        r = rp["residency"]
+        t = [REPLAY_READING % {"timeouts": r.get("timed_out_steps", 0),
+                               "wait": rp.get("wait_ms", 0)}]
+        ex.append(("Profile: the contention replay", "\n".join(t)))
+    sc = (results.get("scale") or {}).get("data")
+    if sc:
+        ex.append(("Profile: scaling", SCALE_READING % {"nofile": sc.get("rlimit_nofile"),
+                                                        "total": sc.get(
+                                                            "host_device_total_bytes", 0) >> 30}))
+    return ex
+
+
+ROUNDTRIP_READING = """Reading: the floor is the IPC alone. A lease also needs the kernel's memory \
+work: in the daemon a fresh sealed memfd per lease (memfd_create, ftruncate, F_ADD_SEALS) and at \
+release a hole punch and close; in the client librocmmem's aligned mapping (a reserve mmap, the \
+MAP_FIXED mapping, one or two munmaps to trim, madvise(MADV_HUGEPAGE)), the first-touch fault \
+and the munmap. "floor + memory work" does exactly that work over the same raw ping-pong, so \
+rocmmemd over it is what the daemon and the library add (protobuf, libuv, the books, the two \
+log lines per lease at the default level, poll() before each recvmsg in the library). The gap \
+to the bare floor is that kernel work. Fresh memfds cannot be pooled: a client that kept a \
+mapping of a released lease would see the next owner's data in a reused file."""
+
+THROUGHPUT_READING = """Reading: both servers answer the same client code with replies of the \
+same sizes (the echo server replays what rocmmemd sent for each kind of request in this run, \
+memfd included). The load generator runs on the same CPUs as the server, so the whole run is \
+CPU-bound: a request costs the server's CPU plus the clients' (the ceiling column divides the \
+CPUs by that sum), and neither server reaches a full core. rocmmemd's extra CPU per request \
+is the memfd lifecycle of each grant and release (memfd_create, ftruncate and seals, then a \
+hole punch and close: about 9 us per pair, see the round trip's pieces), status replies that \
+list every client (the reply grows with the clients, and so does its cost), and two log lines \
+per lease at the default level; model requests and lease requests stay flat with the number of \
+clients. Fairness is decided mostly by the kernel's scheduling of the client threads, which is \
+why the echo server's own fairness is shown beside rocmmemd's."""
+
+REPLAY_READING = """Reading: uncoordinated, a step fails whenever the other host holds the \
+memory (an out-of-memory error today). Through residency every step gets its memory by \
+waiting and eviction, except one pattern: FramePack acquires its two text encoders one after \
+the other. When ComfyUI's request for a large model arrives between the two acquires, it \
+waits at the head of the device's first-in first-out queue for memory that the first text \
+encoder holds (in use), and FramePack's second acquire, small as it is, waits behind it: a \
+hold-and-wait cycle across two clients that the daemon's EDEADLK check (which only looks at \
+the requester's own models) does not see. It ends only when a wait times out (%(wait)s ms \
+here, FramePack's integration default of 3600 s scaled): %(timeouts)s step(s) timed out. \
+With the two encoders registered as one model (one acquire per step) no step fails. The \
+makespan over the sum of the work times includes the model loads that evictions force (a \
+one-large-model budget makes FramePack reload its transformer every section), shown per run; \
+the waits are the time a host spent in acquire while the GPU computed for the other."""
+
+SCALE_READING = """Reading: each live host lease holds one memfd, an fd in the daemon (and \
+kernel memory: an inode and a file, outside the daemon's VmRSS). 100k leases need 100k \
+descriptors: RLIMIT_NOFILE here is %(nofile)s and cannot be raised without CAP_SYS_RESOURCE \
+(the systemd unit should set LimitNOFILE= to the leases it must hold). They also need a 195 GiB \
+budget of 2 MiB granules, and a host budget may not exceed MemAvailable (%(total)s GiB here). \
+The largest level this machine allows is measured instead, on the host backend (the verdict) \
+and on the project's stand-in CUDA driver (a 256 GiB device; its memfds are as sparse as the \
+host's). The stand-in's own bookkeeping grows with its allocations: it keeps every physical \
+allocation in a singly linked list that fake_vmm_find and fake_vmm_release walk (perf of the \
+daemon at 18k stand-in leases: about a quarter of its samples in each of the two), so \
+its series shows the stand-in's cost, not the daemon's; its figures are informational."""
+
+
+def build_report(args, build, results, prof, before, after):
+    figures = []
+    for name, e in results.items():
+        d = e.get("data")
+        if e["status"] == "error" or d is None:
+            figures.append(fig(name, name, "%s: the program failed" % name, "", None, None, None,
+                               "", "error", note=(e.get("log_tail") or "")[-300:]))
+            continue
+        try:
+            figures += EXTRACT[name](d)
+        except (KeyError, TypeError, IndexError, ZeroDivisionError) as ex:
+            figures.append(fig(name, name, "%s: unreadable output" % name, "", None, None, None,
+                               "", "error", note="%s: %s" % (type(ex).__name__, ex)))
+    report = {
+        "schema": 1,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": args.mode,
+        "machine": machine(),
+        "versions": versions(build, os.path.join(build, "rocmmemd")),
+        "load_before": before,
+        "load_after": after,
+        "benchmarks": {k: {kk: vv for kk, vv in v.items() if kk != "data"}
+                       for k, v in results.items()},
+        "figures": figures,
+        "profile": prof,
+        "explanations": explain(results, prof),
+        "data": {k: v.get("data") for k, v in results.items()},
+    }
+    cpus = report["machine"]["cpus_usable"] or 1
+    busy = max(before + after) if before and after else 0
+    if busy > 0.5 * cpus:
+        report["shared_machine_note"] = (
+            "**Noisy machine:** the load average (up to %.2f on %d CPUs) shows other work ran "
+            "during these measurements (this machine is shared). Baselines ran interleaved with "
+            "their subjects, so ratios hold better than absolute times, but tails (p99, p99.9) "
+            "carry that noise." % (busy, cpus))
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# The smoke test's check
+
+
+def check(report_path):
+    problems = []
+    try:
+        with open(report_path, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        return ["REPORT.json does not parse: %s" % e]
+    for key in ("date", "machine", "versions", "load_before", "load_after", "figures"):
+        if key not in report:
+            problems.append("REPORT.json lacks %s" % key)
+    for name in BENCHMARKS:
+        e = report.get("benchmarks", {}).get(name)
+        if not e:
+            problems.append("benchmark %s missing" % name)
+        elif e.get("status") not in ("ok", "not run"):
+            problems.append("benchmark %s: %s" % (name, e.get("status")))
+        if not any(f["benchmark"] == name for f in report.get("figures", [])):
+            problems.append("no figure for %s" % name)
+    for f in report.get("figures", []):
+        r = f.get("ratio")
+        if r is not None and not (isinstance(r, (int, float)) and r > 0):
+            problems.append("figure %s has ratio %r" % (f["id"], r))
+        for k in ("p50", "p99", "p999"):
+            if f.get(k) is not None and not f[k] > 0:
+                problems.append("figure %s has %s %r" % (f["id"], k, f[k]))
+        if f.get("verdict") == "error":
+            problems.append("figure %s: %s" % (f["id"], f.get("note")))
+    md = os.path.join(os.path.dirname(report_path), "REPORT.md")
+    if "# rocmmemd benchmark report" not in read(md):
+        problems.append("REPORT.md missing or empty")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build-dir", required=True,
+                    help="the build directory (rocmmemd, bench/bench_*; copied ones work too)")
+    ap.add_argument("--mode", choices=["tiny", "quick", "full"], default="full")
+    ap.add_argument("--out", help="where the report goes (default: the source's bench/results "
+                    "for a full run, else BUILD/bench/results-MODE)")
+    ap.add_argument("--only", help="comma-separated benchmarks: " + ",".join(BENCHMARKS))
+    ap.add_argument("--lib-dir", help="added to LD_LIBRARY_PATH (shared libraries carried with "
+                    "a copied build)")
+    ap.add_argument("--no-profile", action="store_true", help="skip perf and strace")
+    ap.add_argument("--check", action="store_true",
+                    help="verify the report's shape afterwards (exit 1 if not)")
+    args = ap.parse_args()
+    args.only = set(args.only.split(",")) if args.only else None
+    build = os.path.abspath(args.build_dir)
+    if not os.path.exists(os.path.join(build, "rocmmemd")):
+        print("run.py: no rocmmemd in %s: build it first (scripts/bench.sh does)" % build,
+              file=sys.stderr)
+        return 2
+    out = args.out or (os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+                       if args.mode == "full" else
+                       os.path.join(build, "bench", "results-" + args.mode))
+    out = os.path.abspath(out)
+    os.makedirs(out, exist_ok=True)
+    before = loadavg()
+    results, profile_dir = run_all(args, build, out)
+    after = loadavg()
+    prof = profiles(results, profile_dir)
+    report = build_report(args, build, results, prof, before, after)
+    with open(os.path.join(out, "REPORT.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1, sort_keys=False)
+        f.write("\n")
+    write_markdown(os.path.join(out, "REPORT.md"), report)
+    print("run.py: wrote %s/REPORT.md and REPORT.json" % out, file=sys.stderr)
+    failed = [n for n, e in results.items() if e["status"] == "error"]
+    if args.check:
+        if args.only:
+            print("run.py: --check needs every benchmark; ignoring --only for it",
+                  file=sys.stderr)
+        problems = check(os.path.join(out, "REPORT.json"))
+        for p in problems:
+            print("run.py: check: %s" % p, file=sys.stderr)
+        if problems:
+            return 1
+        print("run.py: check: the report is well-formed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
