@@ -456,17 +456,6 @@ void adopt_model_changed(struct arbiter *a, struct model *m)
 /* ------------------------------------------------------------------------------------------ */
 /* Re-declarations */
 
-static void reply_ok(struct client *c, uint64_t request_id)
-{
-	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
-
-	reply.has_id = true;
-	reply.id = request_id;
-	reply.has_error = true;
-	reply.error = 0;
-	client_reply(c, &reply, NULL, 0);
-}
-
 static void refuse(struct client *c, uint64_t request_id, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -604,21 +593,11 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 		return;
 	}
 	l->id = p->rec.id;
-	l->owner = c;
 	l->device = d->index;
 	l->size = p->rec.size;
-	l->model = model_id ? residency_find(a, model_id) : NULL;
-	if (l->model && (l->model->owner != c || l->model->device != l->device))
-		l->model = NULL;
-	if (l->model)
-		l->model->lease_bytes += l->size;
-	l->created_ms = uv_now(a->loop);
 	l->alloc = *alloc;
 	snprintf(l->tag, sizeof(l->tag), "%.*s", (int)ROCMMEM_NAME_MAX, p->rec.tag);
-	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
-	c->lease_count++;
-	c->leased_bytes += l->size;
-	c->device_bytes[d->index] += l->size;
+	arbiter_lease_link(a, c, l, model_id);
 	device_hold_to_lease(d, l->size);
 	/* The record carries on for this lease: its model may have a new id. */
 	l->state_slot = p->slot;
@@ -631,22 +610,17 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 	p->gone = true;
 	ad->open--;
 	{
-		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED,
-				  .client = c,
-				  .has_device = true,
-				  .device = d->index,
-				  .bytes = l->size,
-				  .lease_id = l->id,
-				  .model_id = l->model ? l->model->id : 0,
-				  .model_name = l->model ? l->model->name : NULL};
+		struct event e;
 
+		arbiter_lease_event(&e, l,
+				    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED);
 		event_emit(
 		    a->server, &e, LOG_LEVEL_INFO,
 		    "took over lease %" PRIu64 " (%s on device %u, %s%s%s) re-declared by %s",
 		    l->id, size_format(l->size, sz, sizeof(sz)), d->index, kind_name(p->rec.kind),
 		    l->tag[0] ? ", tag " : "", l->tag, client_label(c, who, sizeof(who)));
 	}
-	reply_ok(c, request_id);
+	client_reply_ok(c, request_id);
 }
 
 static void adopt_job_done(struct job *job)
@@ -905,7 +879,7 @@ void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_
 		uv_timer_stop(&ad->grace);
 	log_debug("connection %" PRIu64 " re-declared what it holds; %u record(s) forgotten", c->id,
 		  forgotten);
-	reply_ok(c, request_id);
+	client_reply_ok(c, request_id);
 	if (forgotten)
 		arbiter_pump(a);
 }

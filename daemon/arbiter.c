@@ -16,6 +16,7 @@
 #include "explain.h"
 #include "job.h"
 #include "log.h"
+#include "placement.h"
 #include "quota.h"
 #include "residency.h"
 #include "server.h"
@@ -272,23 +273,46 @@ void arbiter_free_allocation(struct arbiter *a, unsigned device, const struct ba
 	free_allocation(a, device, alloc);
 }
 
+void arbiter_lease_event(struct event *e, const struct lease *l,
+			 Rocmmem__Wire__TelemetryEventType type)
+{
+	*e = (struct event){.type = type,
+			    .client = l->owner,
+			    .has_device = true,
+			    .device = l->device,
+			    .bytes = l->size,
+			    .lease_id = l->id,
+			    .model_id = l->model ? l->model->id : 0,
+			    .model_name = l->model ? l->model->name : NULL};
+}
+
 /* released tells the log and subscribers that l is going back (how: "released", "reclaimed"). */
 static void released(struct arbiter *a, const struct lease *l, enum log_level level,
 		     const char *how)
 {
-	struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED,
-			  .client = l->owner,
-			  .has_device = true,
-			  .device = l->device,
-			  .bytes = l->size,
-			  .lease_id = l->id,
-			  .model_id = l->model ? l->model->id : 0,
-			  .model_name = l->model ? l->model->name : NULL};
+	struct event e;
 	char sz[SIZE_FORMAT_MAX], who[128];
 
+	arbiter_lease_event(&e, l, ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED);
 	event_emit(a->server, &e, level, "%s lease %" PRIu64 " (%s on device %u) of %s", how, l->id,
 		   size_format(l->size, sz, sizeof(sz)), l->device,
 		   client_label(l->owner, who, sizeof(who)));
+}
+
+void arbiter_lease_link(struct arbiter *a, struct client *c, struct lease *l, uint64_t model_id)
+{
+	l->owner = c;
+	/* Tagged with its model, if that is still registered to the same client, same device. */
+	l->model = model_id ? residency_find(a, model_id) : NULL;
+	if (l->model && (l->model->owner != c || l->model->device != l->device))
+		l->model = NULL;
+	if (l->model)
+		l->model->lease_bytes += l->size;
+	l->created_ms = uv_now(a->loop);
+	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
+	c->lease_count++;
+	c->leased_bytes += l->size;
+	c->device_bytes[l->device] += l->size;
 }
 
 void arbiter_lease_destroy(struct arbiter *a, struct lease *l)
@@ -394,35 +418,19 @@ static void grant_done(struct job *job)
 		client_reply_error(c, g->request_id, -ENOMEM, "the daemon is out of memory");
 		goto out;
 	}
-	l->owner = c;
 	l->device = d->index;
 	l->size = job->size;
-	/* Tagged with its model, if that is still registered to the same client. */
-	l->model = g->model_id ? residency_find(a, g->model_id) : NULL;
-	if (l->model && l->model->owner != c)
-		l->model = NULL;
-	if (l->model)
-		l->model->lease_bytes += l->size;
-	l->created_ms = uv_now(a->loop);
 	l->alloc = job->alloc;
 	memcpy(l->tag, g->tag, sizeof(l->tag));
-	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
-	c->lease_count++;
-	c->leased_bytes += l->size;
-	c->device_bytes[d->index] += l->size;
+	arbiter_lease_link(a, c, l, g->model_id);
 	adopt_lease_granted(a, l);
 	a->counters.grants++;
 	{
-		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED,
-				  .client = c,
-				  .has_device = true,
-				  .device = d->index,
-				  .bytes = l->size,
-				  .lease_id = l->id,
-				  .model_id = l->model ? l->model->id : 0,
-				  .model_name = l->model ? l->model->name : NULL,
-				  .waited_ms = g->waited_ms};
+		struct event e;
 
+		arbiter_lease_event(&e, l,
+				    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED);
+		e.waited_ms = g->waited_ms;
 		event_emit(a->server, &e, LOG_LEVEL_INFO,
 			   "granted lease %" PRIu64
 			   " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
@@ -505,8 +513,63 @@ static void grant_waiter(struct arbiter *a, const struct waiter *w, uint64_t wai
 }
 
 /*
+ * bypass grants one request from behind a head that cannot be granted, when the head waits for
+ * memory held in use by that request's client, which also waits behind it: hold and wait
+ * across clients, which strict first come, first served would leave to a timeout. The rule
+ * (docs/residency.md, "How the daemon decides"):
+ *
+ * - Only when the head could not be granted even if every idle model were evicted and every
+ *   client that waits for nothing released what it holds (or an exclusive rival of the head's
+ *   model is in use by a client waiting behind it): then the head waits for some client
+ *   behind it whatever happens.
+ * - Only a request that fits now (free budget, no exclusive rival, its model not being
+ *   evicted), without eviction: in-flight evictions stay the head's.
+ * - Only a client that holds memory in use on the device (its leases, its models in use),
+ *   and only its first request behind the head: its own requests keep their order.
+ * - With only a rival in the way (bytes enough), only out of the surplus beyond the head's
+ *   bytes: a bypass never takes memory the head could otherwise have.
+ *
+ * What a bypass grants comes back when its client releases (an idle model is evictable, a
+ * lease is freed), so the head is granted once the holders finish their step. A holder that
+ * never releases leaves the head waiting until its timeout, as it would without the bypass.
+ * Returns whether it granted one (the queue changed: the caller looks at the head again).
+ */
+static bool bypass(struct arbiter *a, struct device *d, struct waiter *head)
+{
+	struct placement_bypass b;
+	struct waiter *w;
+	char sz[SIZE_FORMAT_MAX], who[128], whom[128];
+
+	if (!residency_bypass_begin(a, d, head, &b))
+		return false;
+	for (w = TAILQ_NEXT(head, queue_link); w; w = TAILQ_NEXT(w, queue_link)) {
+		struct waiter copy;
+
+		if (w->client == head->client || w->client->queue_mark != a->bypass_stamp)
+			continue;
+		w->size = residency_need(w);
+		if (!waiter_fits(a, d, w) || !residency_may_bypass(a, d, head, &b, w)) {
+			w->client->queue_mark = 0; /* its later requests stay behind this one */
+			continue;
+		}
+		a->counters.bypasses++;
+		log_debug("granting %s on device %u to %s ahead of %s, which waits for memory it "
+			  "holds in use (%" PRIu64 " bypasses)",
+			  size_format(w->size, sz, sizeof(sz)), d->index,
+			  client_label(w->client, who, sizeof(who)),
+			  client_label(head->client, whom, sizeof(whom)), a->counters.bypasses);
+		copy = *w;
+		waiter_drop(a, w);
+		grant_waiter(a, &copy, uv_now(a->loop) - copy.enqueued_ms);
+		return true;
+	}
+	return false;
+}
+
+/*
  * pump grants waiting requests, oldest first per device, while the oldest fits; for an oldest
- * that does not, it asks owners of idle models to unload (only as much as needed).
+ * that does not, it asks owners of idle models to unload (only as much as needed), and lets
+ * through requests of clients it waits for (bypass).
  */
 void arbiter_pump(struct arbiter *a)
 {
@@ -529,6 +592,8 @@ void arbiter_pump(struct arbiter *a)
 				w->size = residency_need(w);
 				if (!waiter_fits(a, d, w)) {
 					residency_plan(a, d, w);
+					if (bypass(a, d, w))
+						continue;
 					break;
 				}
 				copy = *w;
@@ -703,7 +768,6 @@ void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const c
 
 void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id)
 {
-	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	struct lease *l = lease_table_find(&a->leases, lease_id);
 	char owner[128];
 
@@ -720,11 +784,7 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 	released(a, l, LOG_LEVEL_INFO, "released");
 	arbiter_lease_destroy(a, l);
 	a->counters.releases++;
-	reply.has_id = true;
-	reply.id = request_id;
-	reply.has_error = true;
-	reply.error = 0;
-	client_reply(c, &reply, NULL, 0);
+	client_reply_ok(c, request_id);
 	arbiter_pump(a);
 }
 

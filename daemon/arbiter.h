@@ -14,6 +14,7 @@
 #include "rocmmem.pb-c.h"
 
 struct adopt;
+struct event;
 struct client;
 struct server;
 
@@ -29,6 +30,7 @@ struct counters {
 	uint64_t evictions;   /* evict requests sent */
 	uint64_t revocations; /* models whose owner missed the deadline */
 	uint64_t connections; /* clients that said hello */
+	uint64_t bypasses;    /* requests granted ahead of a head stuck on their holder */
 };
 
 /* Residency settings from the command line (or configuration). */
@@ -51,7 +53,8 @@ struct arbiter {
 	struct counters counters;
 	struct denials denials; /* the latest refusals, for status */
 	uint64_t next_waiter_seq;
-	struct adopt *adopt; /* records for a successor, and what a predecessor left (adopt.c) */
+	uint64_t bypass_stamp; /* marks the clients waiting behind a stuck head (residency.c) */
+	struct adopt *adopt;   /* records for a successor, and what a predecessor left (adopt.c) */
 	bool pumping;
 	bool pump_again;
 };
@@ -99,6 +102,17 @@ void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const c
 
 /* arbiter_pump grants waiting requests that fit now and plans evictions for the rest. */
 void arbiter_pump(struct arbiter *a);
+
+/*
+ * arbiter_lease_link makes l (its id, device, size, allocation and tag filled in) one of c's
+ * leases, tagged with model_id when that is c's model on the same device, and counts it; the
+ * device's accounting is the caller's (a grant charged it, an adoption held it).
+ */
+void arbiter_lease_link(struct arbiter *a, struct client *c, struct lease *l, uint64_t model_id);
+
+/* arbiter_lease_event fills e with what an event of type says about lease l (its owner's). */
+void arbiter_lease_event(struct event *e, const struct lease *l,
+			 Rocmmem__Wire__TelemetryEventType type);
 
 /* arbiter_lease_destroy takes a lease from its owner and frees its memory. */
 void arbiter_lease_destroy(struct arbiter *a, struct lease *l);

@@ -350,6 +350,17 @@ int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, 
 	return send_server_message(c, &msg, fds, nfds);
 }
 
+void client_reply_ok(struct client *c, uint64_t id)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+
+	reply.has_id = true;
+	reply.id = id;
+	reply.has_error = true;
+	reply.error = 0;
+	client_reply(c, &reply, NULL, 0);
+}
+
 static void reply_errorv(struct client *c, uint64_t id, int err, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
 

@@ -43,6 +43,7 @@ struct client {
 	struct lease_list leases;
 	struct waiter_list waiters;
 	unsigned waiter_count;
+	uint64_t queue_mark; /* arbiter.bypass_stamp: it waits behind a stuck head */
 	struct model_list models;
 	unsigned model_count;
 	struct outmsg_list outq;
@@ -85,6 +86,9 @@ void client_kick(struct client *c, const char *why);
  * caller's. Returns 0 when sent at once, 1 when queued, or a negative errno (client kicked).
  */
 int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, unsigned nfds);
+
+/* client_reply_ok answers request id with success and no body. */
+void client_reply_ok(struct client *c, uint64_t id);
 
 /* client_reply_error sends an error reply: err is a negative errno, fmt the human message. */
 void client_reply_error(struct client *c, uint64_t id, int err, const char *fmt, ...)

@@ -186,3 +186,13 @@ int placement_impossible(const struct placement_request *r, struct model *const 
 	}
 	return 0;
 }
+
+bool placement_may_bypass(const struct placement_bypass *b, uint64_t bytes)
+{
+	/* Short of bytes without the waiting holders: they release first whatever happens, and
+	 * what this request takes comes back with their release (idle models are evictable). */
+	if (b->coming < b->head_bytes)
+		return true;
+	/* Bytes enough, but a rival in use by a waiting holder: only from the surplus. */
+	return b->rival_waits && b->coming - b->head_bytes >= bytes;
+}

@@ -56,4 +56,27 @@ void placement_plan(const struct placement_request *r, struct model *const *mode
 int placement_impossible(const struct placement_request *r, struct model *const *models, size_t n,
 			 uint64_t budget, char *why, size_t why_len);
 
+/*
+ * What decides whether a later request may overtake a head that cannot be granted (the hold
+ * and wait rule, docs/residency.md "How the daemon decides"), all on the head's device.
+ */
+struct placement_bypass {
+	uint64_t head_bytes; /* what the head needs */
+	/* What the head could have without any client waiting behind it releasing anything:
+	 * free, being evicted, idle and unpinned (not its own model), and what clients that wait
+	 * for nothing hold and may release. */
+	uint64_t coming;
+	/* A model of a class that excludes the head's is in use by a client waiting behind it. */
+	bool rival_waits;
+};
+
+/*
+ * placement_may_bypass says whether a later request of bytes, from a client that holds memory
+ * in use on the device and fits now, may be granted before the head: when the head cannot be
+ * granted without a client behind it releasing (coming < head_bytes, or rival_waits), and the
+ * request takes nothing of what the head could otherwise have (with rival_waits alone, coming
+ * must still cover the head after the request).
+ */
+bool placement_may_bypass(const struct placement_bypass *b, uint64_t bytes);
+
 #endif

@@ -24,17 +24,6 @@
 /* The most models one connection may register. */
 #define RESIDENCY_MAX_MODELS QUOTA_MAX_MODELS
 
-static void reply_ok(struct client *c, uint64_t request_id)
-{
-	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
-
-	reply.has_id = true;
-	reply.id = request_id;
-	reply.has_error = true;
-	reply.error = 0;
-	client_reply(c, &reply, NULL, 0);
-}
-
 struct model *residency_find(const struct arbiter *a, uint64_t model_id)
 {
 	return idtable_find(&a->models, model_id);
@@ -282,6 +271,87 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	client_event(m->owner, &ev);
 }
 
+/*
+ * held_in_use: the bytes on d that only c can give back, by releasing: its leases and the
+ * reservations of its unpinned models in use. Its idle models (evictable), models being
+ * evicted (coming anyway), pinned models (never coming) and skip (the head's own model) are
+ * counted elsewhere.
+ */
+static uint64_t held_in_use(const struct client *c, const struct device *d,
+			    const struct model *skip)
+{
+	uint64_t bytes = c->device_bytes[d->index];
+	const struct model *m;
+
+	TAILQ_FOREACH (m, &c->models, client_link) {
+		if (m->device != d->index)
+			continue;
+		if (m != skip && !m->pinned && model_state(m) == MODEL_IN_USE)
+			bytes += m->reservation;
+		else
+			bytes -= m->lease_bytes < bytes ? m->lease_bytes : bytes;
+	}
+	return bytes;
+}
+
+/* minus subtracts, stopping at 0. */
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+bool residency_bypass_begin(struct arbiter *a, const struct device *d, const struct waiter *head,
+			    struct placement_bypass *b)
+{
+	uint64_t stamp = ++a->bypass_stamp, waiting = 0, other, aside = 0;
+	const struct waiter *w;
+	const struct model *m;
+	bool any = false;
+
+	memset(b, 0, sizeof(*b));
+	b->head_bytes = head->size;
+	/* The clients behind the head, each once, and what they hold. */
+	for (w = TAILQ_NEXT(head, queue_link); w; w = TAILQ_NEXT(w, queue_link)) {
+		if (w->client == head->client || w->client->queue_mark == stamp)
+			continue;
+		w->client->queue_mark = stamp;
+		waiting += held_in_use(w->client, d, head->model);
+		any = true;
+	}
+	if (!any)
+		return false;
+	/* Every byte accounted on d is: coming for the head now (free, being evicted, idle),
+	 * never (pinned, the head's own model and client), the waiting clients', or other
+	 * clients' (in use, leases, allocations and releases under way), which they may free. */
+	b->coming = device_free(d);
+	TAILQ_FOREACH (m, &d->models, device_link) {
+		if (m->evicting) {
+			b->coming += model_resident(m);
+		} else if (m == head->model || m->pinned) {
+			aside += model_resident(m);
+		} else if (model_state(m) == MODEL_IDLE) {
+			b->coming += model_resident(m);
+		} else if (model_state(m) == MODEL_IN_USE && head->model &&
+			   m->owner->queue_mark == stamp &&
+			   class_exclusion_conflict(&d->exclusive, head->model->model_class,
+						    m->model_class)) {
+			b->rival_waits = true;
+		}
+	}
+	aside += held_in_use(head->client, d, head->model);
+	other = minus(d->leased + d->reserved, minus(b->coming, device_free(d)) + aside + waiting);
+	b->coming += other;
+	return b->coming < b->head_bytes || b->rival_waits;
+}
+
+bool residency_may_bypass(const struct arbiter *a, const struct device *d,
+			  const struct waiter *head, const struct placement_bypass *b,
+			  const struct waiter *w)
+{
+	return w->client != head->client && w->client->queue_mark == a->bypass_stamp &&
+	       held_in_use(w->client, d, head->model) > 0 && placement_may_bypass(b, w->size);
+}
+
 void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w)
 {
 	struct placement_request r;
@@ -344,7 +414,7 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 			   m->id, m->name, client_label(w->client, who, sizeof(who)),
 			   size_format(m->reservation, sz, sizeof(sz)), waited_ms);
 	}
-	reply_ok(w->client, w->request_id);
+	client_reply_ok(w->client, w->request_id);
 }
 
 /* waiter_for fills a model request's template for arbiter_admit: m's reservation to target. */
@@ -457,7 +527,7 @@ void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	if (!m->evicting && (model_resident(m) > 0 || m->size == 0)) {
 		m->use_count++;
 		m->last_used_ms = uv_now(a->loop);
-		reply_ok(c, request_id);
+		client_reply_ok(c, request_id);
 		return;
 	}
 	/* Being evicted: it waits until its memory is back, then needs its whole size again. */
@@ -479,7 +549,7 @@ void residency_release(struct arbiter *a, struct client *c, uint64_t request_id,
 	}
 	m->use_count--;
 	m->last_used_ms = uv_now(a->loop);
-	reply_ok(c, request_id);
+	client_reply_ok(c, request_id);
 	/* Idle now: it may be what a waiting request needs evicted. */
 	if (m->use_count == 0)
 		arbiter_pump(a);
@@ -510,7 +580,7 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 		device_unreserve(&a->devices[m->device], m->reservation - target);
 		m->reservation = target;
 		adopt_model_changed(a, m);
-		reply_ok(c, request_id);
+		client_reply_ok(c, request_id);
 		arbiter_pump(a);
 		return;
 	}
@@ -566,7 +636,7 @@ void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_
 			arbiter_cancel_waiter(a, w, -ECANCELED, "the model was unregistered");
 	}
 	model_destroy(a, m);
-	reply_ok(c, request_id);
+	client_reply_ok(c, request_id);
 	arbiter_pump(a);
 }
 
@@ -590,7 +660,7 @@ void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_i
 		return;
 	}
 	unload(a, m, NULL);
-	reply_ok(c, request_id);
+	client_reply_ok(c, request_id);
 	arbiter_pump(a);
 }
 
@@ -675,7 +745,7 @@ void residency_admin_pin(struct arbiter *a, struct client *c, uint64_t request_i
 	m->pinned = req->has_pinned && req->pinned;
 	log_info("%s %s model %" PRIu64 " '%s'", client_label(c, who, sizeof(who)),
 		 m->pinned ? "pinned" : "unpinned", m->id, m->name);
-	reply_ok(c, request_id);
+	client_reply_ok(c, request_id);
 	arbiter_pump(a);
 }
 

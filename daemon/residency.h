@@ -10,6 +10,8 @@
 #include "queue.h"
 #include "rocmmem.pb-c.h"
 
+struct placement_bypass;
+
 struct arbiter;
 struct client;
 struct device;
@@ -53,6 +55,23 @@ struct model *residency_find(const struct arbiter *a, uint64_t model_id);
  * being evicted, or a model of an exclusive class is resident.
  */
 bool residency_blocked(const struct arbiter *a, const struct device *d, const struct waiter *w);
+
+/*
+ * residency_bypass_begin looks at a head waiter that does not fit: it marks the clients with a
+ * request behind it (client.queue_mark), and fills b. Returns false when no later request
+ * may overtake it: it does not wait for any of those clients.
+ */
+bool residency_bypass_begin(struct arbiter *a, const struct device *d, const struct waiter *head,
+			    struct placement_bypass *b);
+
+/*
+ * residency_may_bypass says whether w, behind head and fitting now, may be granted first: its
+ * client waits behind the head (marked by residency_bypass_begin) and holds memory in use on
+ * the device, and placement_may_bypass agrees.
+ */
+bool residency_may_bypass(const struct arbiter *a, const struct device *d,
+			  const struct waiter *head, const struct placement_bypass *b,
+			  const struct waiter *w);
 
 /* residency_plan asks owners of idle models to unload so that the head waiter w fits. */
 void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w);

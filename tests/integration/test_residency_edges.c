@@ -1591,20 +1591,21 @@ static void test_resize_behind_eviction_of_same_model(void **state)
 	/* 16 free: the second 32 MiB waits (the model is in use). */
 	host_send(&b, 0, CMD_LEASE, (int64_t)(32 * MiB), 0, 10000);
 	wait_waiters(1);
-	/* Grow to 32 MiB: queued behind. */
-	host_send(&a, 1, CMD_RESIZE, (int64_t)m, (int64_t)(32 * MiB), 10000);
+	/* Grow to 48 MiB: queued behind. (It does not fit now, so it cannot overtake the head,
+	 * which waits for the model's memory: test_hold_and_wait_bypass.) */
+	host_send(&a, 1, CMD_RESIZE, (int64_t)m, (int64_t)(48 * MiB), 10000);
 	wait_waiters(2);
 	/* Idle now: the head has it evicted, and is granted. */
 	assert_int_equal(host_release(&a, m), 0);
 	assert_int_equal(host_acked(&a, m), 0);
 	assert_int_equal(host_reply(&b, &id), 0);
 	second = (uint64_t)id;
-	/* The resize gets its room when the first lease goes. */
+	/* Evicted, the model needs all 48 MiB: the resize gets its room when both leases go. */
 	assert_int_equal(host_lease_free(&b, first), 0);
+	assert_int_equal(host_lease_free(&b, second), 0);
 	assert_int_equal(host_bg_result(&a, 1, REPLY_MS), 0);
 	check_books();
-	expect_model(m, ROCMMEM_MODEL_IDLE, 32 * MiB, 1);
-	assert_int_equal(host_lease_free(&b, second), 0);
+	expect_model(m, ROCMMEM_MODEL_IDLE, 48 * MiB, 1);
 	host_stop(&a);
 	host_stop(&b);
 }
@@ -1708,6 +1709,104 @@ static void test_fifo_waiters(void **state)
 	host_stop(&c);
 }
 
+/*
+ * Hold and wait across two clients (FramePack's two text encoders): F holds te1 in use, C asks
+ * for a model that only te1's memory can make room for and waits at the head of the queue, then
+ * F asks for te2, which fits beside te1. Strict first come, first served would leave te2 behind
+ * C's request and C's request waiting for te1 until a timeout. te2 bypasses the head: F can
+ * only finish its step and release, after which the head is granted.
+ */
+static void test_hold_and_wait_bypass(void **state)
+{
+	struct host f, c;
+	uint64_t te1, te2, big;
+	rocmmem_status *st;
+
+	(void)state;
+	host_start(&f, "framepack");
+	host_start(&c, "comfyui");
+	te1 = host_register(&f, "te1", ROCMMEM_MODEL_TEXT_ENCODER, 32 * MiB, 0, 0);
+	te2 = host_register(&f, "te2", ROCMMEM_MODEL_TEXT_ENCODER, 8 * MiB, 0, 0);
+	big = host_register(&c, "big", ROCMMEM_MODEL_TRANSFORMER, 48 * MiB, 0, 0);
+	assert_int_equal(host_acquire(&f, te1, 0), 0);
+	/* 32 MiB free, nothing idle: the head waits for te1, which F holds in use. */
+	host_send(&c, 1, CMD_ACQUIRE, (int64_t)big, 10000, 0);
+	wait_waiters(1);
+	/* te2 fits now: granted at once, ahead of the head (strict FIFO: -ETIMEDOUT in 2 s). */
+	host_send(&f, 2, CMD_ACQUIRE, (int64_t)te2, 2000, 0);
+	assert_int_equal(host_bg_result(&f, 2, REPLY_MS), 0);
+	expect_model(te2, ROCMMEM_MODEL_IN_USE, 8 * MiB, 0);
+	st = snap();
+	assert_int_equal(rocmmem_status_device(st, 0)->waiters, 1);
+	assert_int_equal(rocmmem_status_waiter(st, 0)->model_id, big);
+	rocmmem_status_free(st);
+	check_books();
+
+	/* F's step is done: it releases both, they are evicted and the head is granted. */
+	assert_int_equal(host_release(&f, te1), 0);
+	assert_int_equal(host_release(&f, te2), 0);
+	assert_int_equal(host_bg_result(&c, 1, REPLY_MS), 0);
+	expect_model(big, ROCMMEM_MODEL_IN_USE, 48 * MiB, 0);
+	expect_model(te1, ROCMMEM_MODEL_EVICTED, 0, 1);
+	wait_waiters(0);
+	check_books();
+	assert_int_equal(host_release(&c, big), 0);
+	host_stop(&f);
+	host_stop(&c);
+}
+
+/*
+ * No bypass that would take memory the head needs: X's model in use (X waits for nothing) and
+ * what is free are enough for the head once X releases; te2 would leave the head short of 8 MiB
+ * then, so it waits its turn behind the head.
+ */
+static void test_no_bypass_into_heads_memory(void **state)
+{
+	struct host f, c, x;
+	uint64_t te1, te2, big, xm;
+	int64_t m[4];
+	rocmmem_status *st;
+
+	(void)state;
+	host_start(&f, "framepack");
+	host_start(&c, "comfyui");
+	host_start(&x, "independent");
+	xm = host_register(&x, "x", ROCMMEM_MODEL_OTHER, 32 * MiB, 0, 0);
+	te1 = host_register(&f, "te1", ROCMMEM_MODEL_TEXT_ENCODER, 8 * MiB, 0, 0);
+	te2 = host_register(&f, "te2", ROCMMEM_MODEL_TEXT_ENCODER, 16 * MiB, 0, 0);
+	big = host_register(&c, "big", ROCMMEM_MODEL_TRANSFORMER, 48 * MiB, 0, 0);
+	assert_int_equal(host_acquire(&x, xm, 0), 0);
+	assert_int_equal(host_acquire(&f, te1, 0), 0);
+	/* 24 MiB free; the head needs 48: the free 24 plus x's 32 once X releases. */
+	host_send(&c, 1, CMD_ACQUIRE, (int64_t)big, 10000, 0);
+	wait_waiters(1);
+	host_send(&f, 2, CMD_ACQUIRE, (int64_t)te2, 10000, 0);
+	wait_waiters(2);
+	assert_false(host_take(&f, &(struct want){.kind = MSG_BG}, 300, m));
+	assert_int_equal(free_bytes(), 24 * MiB);
+	st = snap();
+	assert_int_equal(rocmmem_status_waiter(st, 0)->model_id, big);
+	assert_int_equal(rocmmem_status_waiter(st, 1)->model_id, te2);
+	rocmmem_status_free(st);
+
+	/* X releases: x is evicted, the head is granted first; te2 still waits (0 free). */
+	assert_int_equal(host_release(&x, xm), 0);
+	assert_int_equal(host_bg_result(&c, 1, REPLY_MS), 0);
+	expect_model(big, ROCMMEM_MODEL_IN_USE, 48 * MiB, 0);
+	expect_model(xm, ROCMMEM_MODEL_EVICTED, 0, 1);
+	assert_false(host_take(&f, &(struct want){.kind = MSG_BG}, 100, m));
+	/* The head's turn is over: te2 gets big's memory once C releases it. */
+	assert_int_equal(host_release(&c, big), 0);
+	assert_int_equal(host_bg_result(&f, 2, REPLY_MS), 0);
+	wait_waiters(0);
+	check_books();
+	assert_int_equal(host_release(&f, te1), 0);
+	assert_int_equal(host_release(&f, te2), 0);
+	host_stop(&f);
+	host_stop(&c);
+	host_stop(&x);
+}
+
 #define CASE(fn, args) \
 	cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, (void *)(uintptr_t)(args))
 
@@ -1731,6 +1830,8 @@ int main(void)
 	    CASE(test_resize_behind_eviction_of_same_model, args_long),
 	    CASE(test_unregister_cancels_waiters, args_long),
 	    CASE(test_fifo_waiters, args_long),
+	    CASE(test_hold_and_wait_bypass, args_long),
+	    CASE(test_no_bypass_into_heads_memory, args_long),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
