@@ -270,15 +270,10 @@ int main(int argc, char **argv)
 	argc = bench_parse_common(argc, argv, &args);
 	if (argc < 0)
 		return 2;
-	if (argc > 1) {
-		fprintf(stderr, "usage: bench_evict [--rocmmemd PATH] [--json FILE] "
-				"[--mode tiny|quick|full]\n");
-		return 2;
-	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_evict: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (argc > 1)
+		return bench_usage("bench_evict", "");
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_evict");
 	rounds = (unsigned)bench_mode_pick(&args, 2, 4, 12);
 	per_round = (unsigned)bench_mode_pick(&args, 10, 20, 40);
 	bench_hist_init(&daemon_fig.turnaround);

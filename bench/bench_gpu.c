@@ -188,10 +188,7 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--stand-in") == 0) {
 			stand_in = true;
 		} else {
-			fprintf(stderr,
-				"usage: bench_gpu [--rocmmemd PATH] [--json FILE] [--mode "
-				"tiny|quick|full] [--runtime auto|cuda|hip] [--stand-in]\n");
-			return 2;
+			return bench_usage("bench_gpu", " [--runtime auto|cuda|hip] [--stand-in]");
 		}
 	}
 	g.rt = detect(want, why, sizeof(why));
@@ -208,10 +205,8 @@ int main(int argc, char **argv)
 			fclose(out);
 		return 0;
 	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_gpu: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_gpu");
 	nsizes = (unsigned)bench_mode_pick(&args, 1, 2, 3);
 	rounds = (unsigned)bench_mode_pick(&args, 2, 5, 10);
 	per = (unsigned)bench_mode_pick(&args, 5, 20, 50);

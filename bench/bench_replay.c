@@ -527,15 +527,10 @@ int main(int argc, char **argv)
 	argc = bench_parse_common(argc, argv, &args);
 	if (argc < 0)
 		return 2;
-	if (argc > 1) {
-		fprintf(stderr, "usage: bench_replay [--rocmmemd PATH] [--json FILE] "
-				"[--mode tiny|quick|full]\n");
-		return 2;
-	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_replay: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (argc > 1)
+		return bench_usage("bench_replay", "");
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_replay");
 	if (getenv("ROCMMEM_BENCH_DEBUG"))
 		daemon_args[7] = "debug";
 	rounds = (unsigned)bench_mode_pick(&args, 1, 2, 5);

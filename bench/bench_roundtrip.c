@@ -597,15 +597,11 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
 			profile.dir = argv[++i];
 		} else {
-			fprintf(stderr, "usage: bench_roundtrip [--rocmmemd PATH] [--json FILE] "
-					"[--mode tiny|quick|full] [--breakdown] [--profile DIR]\n");
-			return 2;
+			return bench_usage("bench_roundtrip", " [--breakdown] [--profile DIR]");
 		}
 	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_roundtrip: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_roundtrip");
 	rounds = (unsigned)bench_mode_pick(&args, 2, 8, 30);
 	ops = (unsigned)bench_mode_pick(&args, 50, 300, 1000);
 	nplaces = bench_cpu_count() >= 2 ? 2 : 1;

@@ -480,16 +480,12 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--levels") == 0 && i + 1 < argc) {
 			level_text = argv[++i];
 		} else {
-			fprintf(stderr, "usage: bench_scale [--rocmmemd PATH] [--json FILE] "
-					"[--mode tiny|quick|full] [--levels N,N,...] "
-					"[--fake-cuda LIBCUDA]\n");
-			return 2;
+			return bench_usage("bench_scale",
+					   " [--levels N,N,...] [--fake-cuda LIBCUDA]");
 		}
 	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_scale: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_scale");
 	if (!level_text)
 		level_text = args.mode == BENCH_TINY ? "100,1000,2000" : "1000,10000,100000";
 	if (parse_levels(level_text, &host) < 0) {

@@ -196,15 +196,10 @@ int main(int argc, char **argv)
 	argc = bench_parse_common(argc, argv, &args);
 	if (argc < 0 || !pop)
 		return 2;
-	if (argc > 1) {
-		fprintf(stderr, "usage: bench_telemetry [--rocmmemd PATH] [--json FILE] "
-				"[--mode tiny|quick|full]\n");
-		return 2;
-	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_telemetry: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (argc > 1)
+		return bench_usage("bench_telemetry", "");
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_telemetry");
 	rounds = (unsigned)bench_mode_pick(&args, 1, 2, 4);
 	window = (double)bench_mode_pick(&args, 400, 1000, 4000) / 1000.0;
 	ops = (unsigned)bench_mode_pick(&args, 100, 500, 2000);

@@ -465,15 +465,11 @@ int main(int argc, char **argv)
 			nlevels = (unsigned)n;
 			i++;
 		} else {
-			fprintf(stderr, "usage: bench_throughput [--rocmmemd PATH] [--json FILE] "
-					"[--mode tiny|quick|full] [--clients N,N,...]\n");
-			return 2;
+			return bench_usage("bench_throughput", " [--clients N,N,...]");
 		}
 	}
-	if (!args.rocmmemd) {
-		fprintf(stderr, "bench_throughput: give the daemon with --rocmmemd or $ROCMMEMD\n");
-		return 2;
-	}
+	if (!args.rocmmemd)
+		return bench_need_daemon("bench_throughput");
 	seconds = (double)bench_mode_pick(&args, 100, 300, 1500) / 1000.0;
 	rounds = (unsigned)bench_mode_pick(&args, 1, 2, 4);
 	/* Two connections per client, and the daemon's: well within a raised limit. */

@@ -2,7 +2,9 @@
 /* text.c: UTF-8 and control-character checks for client-supplied names. */
 #include "text.h"
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* utf8_sequence returns the length of the valid UTF-8 sequence at s, or 0 (RFC 3629 table 3-7). */
@@ -73,4 +75,14 @@ size_t text_copy(char *dst, size_t size, const char *s)
 	memcpy(dst, s, n);
 	dst[n] = '\0';
 	return n;
+}
+
+int text_why(char *why, size_t len, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return err;
 }

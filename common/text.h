@@ -18,4 +18,11 @@ bool text_is_clean(const char *s, size_t max);
  */
 size_t text_copy(char *dst, size_t size, const char *s);
 
+/*
+ * text_why writes the message fmt makes into why (len bytes, len > 0) and returns err: the
+ * shape of every check that refuses with a reason.
+ */
+int text_why(char *why, size_t len, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

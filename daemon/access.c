@@ -20,6 +20,7 @@
 
 #include "client.h"
 #include "server.h"
+#include "text.h"
 
 /* Linux 6.5; older headers lack it (and older kernels answer ENOPROTOOPT). */
 #ifndef SO_PEERPIDFD
@@ -194,18 +195,6 @@ const char *access_pidfd_name(enum peer_pidfd from)
 /* ----------------------------------------------------------------------------------------- */
 /* Names */
 
-static int bad(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int bad(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 /* parse_number reads a decimal id: 1 when text is one (*out set), 0 when it is not a number. */
 static int parse_number(const char *text, uint32_t *out, char *why, size_t len)
 {
@@ -220,7 +209,8 @@ static int parse_number(const char *text, uint32_t *out, char *why, size_t len)
 		return 0; /* "1abc" may be a name */
 	/* (uid_t)-1 means "no id" to chown and setresuid: never a real one. */
 	if (errno || v >= UINT32_MAX)
-		return bad(why, len, "id %s is out of range (0 to %u)", text, UINT32_MAX - 1);
+		return text_why(why, len, -EINVAL, "id %s is out of range (0 to %u)", text,
+				UINT32_MAX - 1);
 	*out = (uint32_t)v;
 	return 1;
 }
@@ -229,29 +219,47 @@ static int parse_number(const char *text, uint32_t *out, char *why, size_t len)
 #define LOOKUP_BUFFER_MIN 1024u
 #define LOOKUP_BUFFER_MAX (1u << 20)
 
-int access_user_id(const char *text, uid_t *out, char *why, size_t why_len)
+/*
+ * lookup_id resolves text, a decimal id or a name, to a uid (groups false, through
+ * getpwnam_r) or a gid (groups true, through getgrnam_r).
+ */
+static int lookup_id(const char *text, bool groups, uint32_t *out, char *why, size_t why_len)
 {
-	struct passwd pw, *found = NULL;
+	const char *what = groups ? "group" : "user";
 	size_t size = LOOKUP_BUFFER_MIN;
-	uint32_t id;
+	bool found = false;
+	uint32_t id = 0;
 	int rc = parse_number(text, &id, why, why_len);
 
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
-		*out = (uid_t)id;
+		*out = id;
 		return 0;
 	}
 	if (!text[0])
-		return bad(why, why_len, "a user name or uid");
+		return text_why(why, why_len, -EINVAL, "a %s name or %s", what,
+				groups ? "gid" : "uid");
 	for (;;) {
 		char *buf = malloc(size);
 
 		if (!buf)
-			return bad(why, why_len, "out of memory");
-		rc = getpwnam_r(text, &pw, buf, size, &found);
-		if (rc == 0 && found)
-			*out = pw.pw_uid;
+			return text_why(why, why_len, -EINVAL, "out of memory");
+		if (groups) {
+			struct group gr, *gp = NULL;
+
+			rc = getgrnam_r(text, &gr, buf, size, &gp);
+			found = rc == 0 && gp;
+			if (found)
+				*out = gr.gr_gid;
+		} else {
+			struct passwd pw, *pp = NULL;
+
+			rc = getpwnam_r(text, &pw, buf, size, &pp);
+			found = rc == 0 && pp;
+			if (found)
+				*out = pw.pw_uid;
+		}
 		free(buf);
 		if (rc == ERANGE && size < LOOKUP_BUFFER_MAX) {
 			size *= 2;
@@ -260,47 +268,31 @@ int access_user_id(const char *text, uid_t *out, char *why, size_t why_len)
 		break;
 	}
 	if (rc)
-		return bad(why, why_len, "could not look up user '%s': %s", text, strerror(rc));
+		return text_why(why, why_len, -EINVAL, "could not look up %s '%s': %s", what, text,
+				strerror(rc));
 	if (!found)
-		return bad(why, why_len, "no user named '%s'", text);
+		return text_why(why, why_len, -EINVAL, "no %s named '%s'", what, text);
 	return 0;
+}
+
+int access_user_id(const char *text, uid_t *out, char *why, size_t why_len)
+{
+	uint32_t id = 0;
+	int rc = lookup_id(text, false, &id, why, why_len);
+
+	if (rc == 0)
+		*out = (uid_t)id;
+	return rc;
 }
 
 int access_group_id(const char *text, gid_t *out, char *why, size_t why_len)
 {
-	struct group gr, *found = NULL;
-	size_t size = LOOKUP_BUFFER_MIN;
-	uint32_t id;
-	int rc = parse_number(text, &id, why, why_len);
+	uint32_t id = 0;
+	int rc = lookup_id(text, true, &id, why, why_len);
 
-	if (rc < 0)
-		return rc;
-	if (rc == 1) {
+	if (rc == 0)
 		*out = (gid_t)id;
-		return 0;
-	}
-	if (!text[0])
-		return bad(why, why_len, "a group name or gid");
-	for (;;) {
-		char *buf = malloc(size);
-
-		if (!buf)
-			return bad(why, why_len, "out of memory");
-		rc = getgrnam_r(text, &gr, buf, size, &found);
-		if (rc == 0 && found)
-			*out = gr.gr_gid;
-		free(buf);
-		if (rc == ERANGE && size < LOOKUP_BUFFER_MAX) {
-			size *= 2;
-			continue;
-		}
-		break;
-	}
-	if (rc)
-		return bad(why, why_len, "could not look up group '%s': %s", text, strerror(rc));
-	if (!found)
-		return bad(why, why_len, "no group named '%s'", text);
-	return 0;
+	return rc;
 }
 
 /* parse_list reads "a,b,c" through one of the lookups above. */
@@ -310,7 +302,7 @@ static int parse_list(const char *text, bool groups, struct id_list *out, char *
 
 	memset(out, 0, sizeof(*out));
 	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
-		return bad(why, why_len, "too long");
+		return text_why(why, why_len, -EINVAL, "too long");
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		uint32_t id;
 		int rc;
@@ -320,29 +312,19 @@ static int parse_list(const char *text, bool groups, struct id_list *out, char *
 			tok++;
 		for (size_t n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)
 			tok[n - 1] = '\0';
-		if (groups) {
-			gid_t gid;
-
-			rc = access_group_id(tok, &gid, why, why_len);
-			id = (uint32_t)gid;
-		} else {
-			uid_t uid;
-
-			rc = access_user_id(tok, &uid, why, why_len);
-			id = (uint32_t)uid;
-		}
+		rc = lookup_id(tok, groups, &id, why, why_len);
 		if (rc)
 			return rc;
 		if (listed(out, id))
 			continue;
 		if (out->n == ACCESS_MAX_IDS)
-			return bad(why, why_len, "at most %u %s", ACCESS_MAX_IDS,
-				   groups ? "groups" : "users");
+			return text_why(why, why_len, -EINVAL, "at most %u %s", ACCESS_MAX_IDS,
+					groups ? "groups" : "users");
 		out->ids[out->n++] = id;
 	}
 	if (out->n == 0)
-		return bad(why, why_len, "a comma-separated list of %s",
-			   groups ? "group names or gids" : "user names or uids");
+		return text_why(why, why_len, -EINVAL, "a comma-separated list of %s",
+				groups ? "group names or gids" : "user names or uids");
 	return 0;
 }
 

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "size.h"
+#include "text.h"
 #include "sockpath.h"
 #include "version.h"
 #include "wire.h"
@@ -138,25 +138,13 @@ void options_free(struct options *o)
 /* ----------------------------------------------------------------------------------------- */
 /* Values */
 
-static int bad(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int bad(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 /* replace_string stores a copy of value in *slot. */
 static int replace_string(char **slot, const char *value, char *why, size_t len)
 {
 	char *copy = strdup(value);
 
 	if (!copy)
-		return bad(why, len, "out of memory");
+		return text_why(why, len, -EINVAL, "out of memory");
 	free(*slot);
 	*slot = copy;
 	return 0;
@@ -170,12 +158,13 @@ static int parse_seconds(const char *value, uint64_t min_ms, uint64_t max_ms, ui
 	if (duration_parse(value, &ms) < 0 || ms < 0 || (uint64_t)ms < min_ms ||
 	    (uint64_t)ms > max_ms) {
 		if (min_ms == 0)
-			return bad(why, len, "seconds, from 0 to %" PRIu64, max_ms / 1000);
+			return text_why(why, len, -EINVAL, "seconds, from 0 to %" PRIu64,
+					max_ms / 1000);
 		if (min_ms < 1000)
-			return bad(why, len, "seconds, more than 0, at most %" PRIu64,
-				   max_ms / 1000);
-		return bad(why, len, "seconds, from %" PRIu64 " to %" PRIu64, min_ms / 1000,
-			   max_ms / 1000);
+			return text_why(why, len, -EINVAL, "seconds, more than 0, at most %" PRIu64,
+					max_ms / 1000);
+		return text_why(why, len, -EINVAL, "seconds, from %" PRIu64 " to %" PRIu64,
+				min_ms / 1000, max_ms / 1000);
 	}
 	*out = (uint64_t)ms;
 	return 0;
@@ -191,7 +180,7 @@ static int parse_count(const char *value, unsigned min, unsigned max, unsigned *
 	v = strtoull(value, &end, 10);
 	if (errno || end == value || *end || value[0] == '-' || value[0] == '+' || v < min ||
 	    v > max)
-		return bad(why, len, "a whole number from %u to %u", min, max);
+		return text_why(why, len, -EINVAL, "a whole number from %u to %u", min, max);
 	*out = (unsigned)v;
 	return 0;
 }
@@ -201,10 +190,10 @@ static int parse_size_value(const char *value, uint64_t *out, char *why, size_t 
 	int rc = size_parse(value, out);
 
 	if (rc == -ERANGE)
-		return bad(why, len, "too large");
+		return text_why(why, len, -EINVAL, "too large");
 	if (rc)
-		return bad(why, len,
-			   "expected bytes with an optional K, M, G or T suffix, e.g. 512M");
+		return text_why(why, len, -EINVAL,
+				"expected bytes with an optional K, M, G or T suffix, e.g. 512M");
 	return 0;
 }
 
@@ -225,10 +214,12 @@ static int device_prefix(const char *value, int *device, const char **rest, char
 	dev = strtoul(value, &end, 10);
 	if (errno || end == value || end != colon || value[0] == '-' || value[0] == '+' ||
 	    dev >= BACKEND_MAX_DEVICES)
-		return bad(why, len, "a device prefix is a device number below %u and a colon",
-			   BACKEND_MAX_DEVICES);
+		return text_why(why, len, -EINVAL,
+				"a device prefix is a device number below %u and a colon",
+				BACKEND_MAX_DEVICES);
 	if (*device >= 0)
-		return bad(why, len, "no device prefix here: the section names the device");
+		return text_why(why, len, -EINVAL,
+				"no device prefix here: the section names the device");
 	*device = (int)dev;
 	*rest = colon + 1;
 	return 0;
@@ -242,7 +233,7 @@ static int parse_classes(const char *text, unsigned *mask, char *why, size_t len
 
 	*mask = 0;
 	if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf))
-		return bad(why, len, "too long");
+		return text_why(why, len, -EINVAL, "too long");
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		unsigned cls;
 
@@ -252,18 +243,19 @@ static int parse_classes(const char *text, unsigned *mask, char *why, size_t len
 		for (size_t n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)
 			tok[n - 1] = '\0';
 		if (model_class_parse(tok, &cls) < 0)
-			return bad(why, len,
-				   "unknown class '%s' (other, transformer, vae, text_encoder, "
-				   "image_encoder)",
-				   tok);
+			return text_why(
+			    why, len, -EINVAL,
+			    "unknown class '%s' (other, transformer, vae, text_encoder, "
+			    "image_encoder)",
+			    tok);
 		if (!(*mask & (1u << cls)))
 			count++;
 		*mask |= 1u << cls;
 	}
 	if (count < 2)
-		return bad(why, len,
-			   "expected [DEVICE:]CLASS,CLASS..., at least two classes, e.g. "
-			   "transformer,vae");
+		return text_why(why, len, -EINVAL,
+				"expected [DEVICE:]CLASS,CLASS..., at least two classes, e.g. "
+				"transformer,vae");
 	return 0;
 }
 
@@ -279,9 +271,9 @@ static int check_textfile(const char *path, char *why, size_t len)
 	base = base ? base + 1 : path;
 	n = strlen(base);
 	if (n <= 5 || strcmp(base + n - 5, ".prom") != 0)
-		return bad(why, len,
-			   "a file name ending in .prom: node_exporter's textfile collector "
-			   "reads only those");
+		return text_why(why, len, -EINVAL,
+				"a file name ending in .prom: node_exporter's textfile collector "
+				"reads only those");
 	return 0;
 }
 
@@ -293,12 +285,13 @@ static int parse_mode(const char *value, unsigned *out, char *why, size_t len)
 	char *end;
 
 	if (n < 3 || n > 4 || strspn(value, "01234567") != n)
-		return bad(why, len, "an octal mode of 3 or 4 digits 0 to 7, e.g. 0660");
+		return text_why(why, len, -EINVAL,
+				"an octal mode of 3 or 4 digits 0 to 7, e.g. 0660");
 	v = strtoul(value, &end, 8);
 	if (v > 0777)
-		return bad(why, len,
-			   "permission bits only (at most 0777): no setuid, setgid "
-			   "or sticky bit on a socket");
+		return text_why(why, len, -EINVAL,
+				"permission bits only (at most 0777): no setuid, setgid "
+				"or sticky bit on a socket");
 	*out = (unsigned)v;
 	return 0;
 }
@@ -317,30 +310,34 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 	int rc = 0;
 
 	if (!value)
-		return bad(why, len, "needs a value");
+		return text_why(why, len, -EINVAL, "needs a value");
 	switch (id) {
 	case OPTION_SOCKET:
 		if (!value[0])
-			return bad(why, len, "needs a non-empty path");
+			return text_why(why, len, -EINVAL, "needs a non-empty path");
 		if (strlen(value) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-			return bad(why, len, "too long for a socket path (at most %zu bytes)",
-				   sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+			return text_why(why, len, -EINVAL,
+					"too long for a socket path (at most %zu bytes)",
+					sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 		rc = replace_string(&o->socket_path, value, why, len);
 		break;
 	case OPTION_BACKEND:
 		if (!backend_known(value))
-			return bad(why, len, "unknown backend (choose from %s)", backend_names());
+			return text_why(why, len, -EINVAL, "unknown backend (choose from %s)",
+					backend_names());
 		rc = replace_string(&o->backend, value, why, len);
 		break;
 	case OPTION_SHARING:
 		if (strcmp(value, "auto") && strcmp(value, "vmm") && strcmp(value, "dmabuf") &&
 		    strcmp(value, "ipc"))
-			return bad(why, len, "unknown sharing method (auto, vmm, dmabuf or ipc)");
+			return text_why(why, len, -EINVAL,
+					"unknown sharing method (auto, vmm, dmabuf or ipc)");
 		rc = replace_string(&o->sharing, value, why, len);
 		break;
 	case OPTION_LOG_LEVEL:
 		if (log_level_parse(value, &o->log_level))
-			return bad(why, len, "a log level: error, warn, info or debug");
+			return text_why(why, len, -EINVAL,
+					"a log level: error, warn, info or debug");
 		break;
 	case OPTION_SHUTDOWN_TIMEOUT:
 		rc = parse_seconds(value, 0, 600000, &o->shutdown_timeout_ms, why, len);
@@ -371,7 +368,7 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 	case OPTION_MAX_QUEUED:
 		rc = parse_size_value(value, &size, why, len);
 		if (rc == 0 && (size < ((uint64_t)64 << 10) || size > ((uint64_t)1 << 30)))
-			rc = bad(why, len, "from 64K to 1G");
+			rc = text_why(why, len, -EINVAL, "from 64K to 1G");
 		if (rc == 0)
 			o->max_queued = size;
 		break;
@@ -422,14 +419,15 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 		}
 		rc = parse_size_value(value, &size, why, len);
 		if (rc == 0 && size == 0)
-			rc = bad(why, len, "more than 0 bytes, or unlimited");
+			rc = text_why(why, len, -EINVAL, "more than 0 bytes, or unlimited");
 		if (rc == 0)
 			o->max_bytes_per_uid = size;
 		break;
 	case OPTION_MAX_MESSAGE:
 		rc = parse_size_value(value, &size, why, len);
 		if (rc == 0 && (size < OPTIONS_MIN_MESSAGE || size > WIRE_MAX_FRAME))
-			rc = bad(why, len, "from 1K to 64K (the protocol's largest packet)");
+			rc = text_why(why, len, -EINVAL,
+				      "from 1K to 64K (the protocol's largest packet)");
 		if (rc == 0)
 			o->max_message = (uint32_t)size;
 		break;
@@ -445,7 +443,7 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 		if (rc == 0)
 			rc = parse_size_value(rest, &size, why, len);
 		if (rc == 0 && id == OPTION_BUDGET && size == 0)
-			rc = bad(why, len, "must be larger than 0");
+			rc = text_why(why, len, -EINVAL, "must be larger than 0");
 		if (rc == 0) {
 			struct size_policy *p = policy(o, device);
 
@@ -459,7 +457,7 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 		}
 		break;
 	default:
-		return bad(why, len, "unknown setting");
+		return text_why(why, len, -EINVAL, "unknown setting");
 	}
 	if (rc == 0)
 		o->set |= 1u << id;
@@ -654,8 +652,8 @@ int options_merge(struct options *eff, const struct options *flags, const struct
 int options_validate(const struct options *eff, char *why, size_t why_len)
 {
 	if ((eff->set & (1u << OPTION_METRICS_INTERVAL)) && !eff->metrics_textfile)
-		return bad(why, why_len,
-			   "a metrics interval was given without a metrics textfile to write");
+		return text_why(why, why_len, -EINVAL,
+				"a metrics interval was given without a metrics textfile to write");
 	return 0;
 }
 

@@ -3,7 +3,6 @@
 #include "validate.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -12,43 +11,40 @@
 #include "text.h"
 #include "version.h"
 
-static int refuse(char *why, size_t len, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* refuse writes the client's message into why and returns err. */
-static int refuse(char *why, size_t len, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return err;
-}
-
 static int no_device(char *why, size_t len, unsigned device, unsigned ndevices)
 {
-	return refuse(why, len, -ENODEV,
-		      "no device %u: this daemon manages %u device(s), numbered from 0", device,
-		      ndevices);
+	return text_why(why, len, -ENODEV,
+			"no device %u: this daemon manages %u device(s), numbered from 0", device,
+			ndevices);
+}
+
+/*
+ * check_name refuses a name or tag that is not clean text (when given, or always when
+ * required: then an empty one too); the message is what, then the rule.
+ */
+static int check_name(const char *name, bool required, const char *what, char *why, size_t len)
+{
+	bool bad = required ? !name || !name[0] || !text_is_clean(name, ROCMMEM_NAME_MAX)
+			    : name && !text_is_clean(name, ROCMMEM_NAME_MAX);
+
+	if (bad)
+		return text_why(why, len, -EINVAL,
+				"%s %u bytes of UTF-8 without control characters", what,
+				ROCMMEM_NAME_MAX);
+	return 0;
 }
 
 int validate_hello(const Rocmmem__Wire__Hello *hello, char *why, size_t len)
 {
 	if (!hello->has_protocol_version)
-		return refuse(why, len, -EPROTO, "hello carries no protocol version");
+		return text_why(why, len, -EPROTO, "hello carries no protocol version");
 	if (hello->protocol_version != ROCMMEM_PROTOCOL_VERSION)
-		return refuse(why, len, -EPROTONOSUPPORT,
-			      "protocol version %u is not supported: this rocmmemd %s speaks "
-			      "version %u",
-			      hello->protocol_version, ROCMMEM_VERSION_STRING,
-			      ROCMMEM_PROTOCOL_VERSION);
-	if (hello->client_name && !text_is_clean(hello->client_name, ROCMMEM_NAME_MAX))
-		return refuse(why, len, -EINVAL,
-			      "client name must be at most %u bytes of UTF-8 without control "
-			      "characters",
-			      ROCMMEM_NAME_MAX);
-	return 0;
+		return text_why(why, len, -EPROTONOSUPPORT,
+				"protocol version %u is not supported: this rocmmemd %s speaks "
+				"version %u",
+				hello->protocol_version, ROCMMEM_VERSION_STRING,
+				ROCMMEM_PROTOCOL_VERSION);
+	return check_name(hello->client_name, false, "client name must be at most", why, len);
 }
 
 static int lease_acquire(const Rocmmem__Wire__LeaseAcquire *req, unsigned ndevices, char *why,
@@ -57,15 +53,10 @@ static int lease_acquire(const Rocmmem__Wire__LeaseAcquire *req, unsigned ndevic
 	unsigned dev = req->has_device ? req->device : 0;
 
 	if (!req->has_size || req->size == 0)
-		return refuse(why, len, -EINVAL, "lease size must be larger than 0");
+		return text_why(why, len, -EINVAL, "lease size must be larger than 0");
 	if (dev >= ndevices)
 		return no_device(why, len, dev, ndevices);
-	if (req->tag && !text_is_clean(req->tag, ROCMMEM_NAME_MAX))
-		return refuse(why, len, -EINVAL,
-			      "lease tag must be at most %u bytes of UTF-8 without control "
-			      "characters",
-			      ROCMMEM_NAME_MAX);
-	return 0;
+	return check_name(req->tag, false, "lease tag must be at most", why, len);
 }
 
 static int model_register(const Rocmmem__Wire__ModelRegister *req, unsigned ndevices, char *why,
@@ -77,16 +68,13 @@ static int model_register(const Rocmmem__Wire__ModelRegister *req, unsigned ndev
 
 	if (dev >= ndevices)
 		return no_device(why, len, dev, ndevices);
-	if (!req->name || !req->name[0] || !text_is_clean(req->name, ROCMMEM_NAME_MAX))
-		return refuse(why, len, -EINVAL,
-			      "a model needs a name of at most %u bytes of UTF-8 without control "
-			      "characters",
-			      ROCMMEM_NAME_MAX);
+	if (check_name(req->name, true, "a model needs a name of at most", why, len))
+		return -EINVAL;
 	if (cls >= MODEL_CLASSES)
-		return refuse(why, len, -EINVAL, "unknown model class %u", cls);
+		return text_why(why, len, -EINVAL, "unknown model class %u", cls);
 	if (req->has_reservation && req->reservation)
-		return refuse(why, len, -EINVAL,
-			      "register takes no reservation: acquire or resize the model");
+		return text_why(why, len, -EINVAL,
+				"register takes no reservation: acquire or resize the model");
 	return 0;
 }
 
@@ -96,12 +84,12 @@ static int subscribe(const Rocmmem__Wire__Subscribe *req, char *why, size_t len)
 	bool events = req->has_events && req->events;
 
 	if (!samples && !events)
-		return refuse(why, len, -EINVAL,
-			      "subscribe to samples, events or both (to stop, unsubscribe)");
+		return text_why(why, len, -EINVAL,
+				"subscribe to samples, events or both (to stop, unsubscribe)");
 	if (samples && (!req->has_interval_ms || req->interval_ms < FEED_MIN_INTERVAL_MS ||
 			req->interval_ms > FEED_MAX_INTERVAL_MS))
-		return refuse(why, len, -EINVAL, "the sample interval must be %u to %u ms",
-			      FEED_MIN_INTERVAL_MS, FEED_MAX_INTERVAL_MS);
+		return text_why(why, len, -EINVAL, "the sample interval must be %u to %u ms",
+				FEED_MIN_INTERVAL_MS, FEED_MAX_INTERVAL_MS);
 	return 0;
 }
 
@@ -109,25 +97,25 @@ int validate_request(const Rocmmem__Wire__ClientMessage *msg, unsigned ndevices,
 		     size_t len)
 {
 	if (!msg->has_id || msg->id == 0)
-		return refuse(why, len, -EPROTO, "request without an id");
+		return text_why(why, len, -EPROTO, "request without an id");
 	switch (msg->body_case) {
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY__NOT_SET:
-		return refuse(why, len, -EOPNOTSUPP,
-			      "unknown request type: this rocmmemd %s does not know it",
-			      ROCMMEM_VERSION_STRING);
+		return text_why(why, len, -EOPNOTSUPP,
+				"unknown request type: this rocmmemd %s does not know it",
+				ROCMMEM_VERSION_STRING);
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO:
 		return validate_hello(msg->hello, why, len);
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE:
 		return lease_acquire(msg->lease_acquire, ndevices, why, len);
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE:
 		if (!msg->lease_release->has_lease_id)
-			return refuse(why, len, -EINVAL, "lease release names no lease id");
+			return text_why(why, len, -EINVAL, "lease release names no lease id");
 		return 0;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER:
 		return model_register(msg->model_register, ndevices, why, len);
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE:
 		if (!msg->model_resize->has_reservation)
-			return refuse(why, len, -EINVAL, "resize needs a reservation in bytes");
+			return text_why(why, len, -EINVAL, "resize needs a reservation in bytes");
 		return 0;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
 		return subscribe(msg->subscribe, why, len);

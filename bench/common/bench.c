@@ -714,6 +714,19 @@ int bench_parse_common(int argc, char **argv, struct bench_args *a)
 	return out;
 }
 
+int bench_usage(const char *prog, const char *extra)
+{
+	fprintf(stderr, "usage: %s [--rocmmemd PATH] [--json FILE] [--mode tiny|quick|full]%s\n",
+		prog, extra);
+	return 2;
+}
+
+int bench_need_daemon(const char *prog)
+{
+	fprintf(stderr, "%s: give the daemon with --rocmmemd or $ROCMMEMD\n", prog);
+	return 2;
+}
+
 FILE *bench_open_output(const struct bench_args *a)
 {
 	FILE *f;

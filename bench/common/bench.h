@@ -158,6 +158,13 @@ struct bench_args {
  */
 int bench_parse_common(int argc, char **argv, struct bench_args *a);
 
+/*
+ * bench_usage prints the usage line of prog (the common options, then extra, its own) on
+ * stderr; bench_need_daemon says that prog needs --rocmmemd. Both return 2, the exit status.
+ */
+int bench_usage(const char *prog, const char *extra);
+int bench_need_daemon(const char *prog);
+
 /* bench_mode_pick returns the value for the mode in force. */
 static inline uint64_t bench_mode_pick(const struct bench_args *a, uint64_t tiny, uint64_t quick,
 				       uint64_t full)

@@ -135,30 +135,27 @@ void model_untrack(rocmmem_client *c, uint64_t host_id)
 	pthread_mutex_unlock(&c->lock);
 }
 
-uint64_t model_daemon_id(rocmmem_client *c, uint64_t host_id)
+/* model_map translates id between the host's and the daemon's numbering (unknown: as is). */
+static uint64_t model_map(rocmmem_client *c, uint64_t id, bool to_daemon)
 {
 	struct lib_model *m;
-	uint64_t id = host_id;
 
 	pthread_mutex_lock(&c->lock);
-	m = model_by_id(c, host_id);
+	m = to_daemon ? model_by_id(c, id) : model_by_daemon_id(c, id);
 	if (m)
-		id = m->daemon_id;
+		id = to_daemon ? m->daemon_id : m->id;
 	pthread_mutex_unlock(&c->lock);
 	return id;
 }
 
+uint64_t model_daemon_id(rocmmem_client *c, uint64_t host_id)
+{
+	return model_map(c, host_id, true);
+}
+
 uint64_t model_host_id(rocmmem_client *c, uint64_t daemon_id)
 {
-	struct lib_model *m;
-	uint64_t id = daemon_id;
-
-	pthread_mutex_lock(&c->lock);
-	m = model_by_daemon_id(c, daemon_id);
-	if (m)
-		id = m->id;
-	pthread_mutex_unlock(&c->lock);
-	return id;
+	return model_map(c, daemon_id, false);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -2,13 +2,11 @@
 /* fault.c: the fault tests' fixture: daemons under wrappers, baselines, books and a PRNG. */
 #include "fault.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -34,155 +32,33 @@ int64_t fault_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Daemons a failed test leaves behind are killed at exit, so none holds ctest's pipes. */
-static pid_t started[16];
-
-static void kill_leftovers(void)
-{
-	for (size_t i = 0; i < sizeof(started) / sizeof(started[0]); i++) {
-		if (started[i] > 0 && waitpid(started[i], NULL, WNOHANG) == 0) {
-			kill(started[i], SIGKILL);
-			waitpid(started[i], NULL, 0);
-		}
-	}
-}
-
-static void remember(pid_t pid)
-{
-	static bool registered;
-
-	if (!registered)
-		registered = atexit(kill_leftovers) == 0;
-	for (size_t i = 0; i < sizeof(started) / sizeof(started[0]); i++) {
-		if (started[i] <= 0 || waitpid(started[i], NULL, WNOHANG) != 0) {
-			started[i] = pid;
-			return;
-		}
-	}
-}
-
-static void remove_dir(const char *dir)
-{
-	DIR *dp = opendir(dir);
-	struct dirent *e;
-	char path[PATH_MAX];
-
-	if (!dp)
-		return;
-	while ((e = readdir(dp))) {
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-			unlink(path);
-		}
-	}
-	closedir(dp);
-	rmdir(dir);
-}
-
-/* exec_daemon is the child's side of fault_daemon_start: never returns. */
-static void exec_daemon(const struct daemon_proc *d, const char *const *wrapper,
-			const char *const *env, const char *const *args, int logfd)
-{
-	const char *argv[96];
-	int n = 0, null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	for (int i = 0; wrapper && wrapper[i] && n < 40; i++)
-		argv[n++] = wrapper[i];
-	argv[n++] = ROCMMEMD_BIN;
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	argv[n++] = "--log-level";
-	argv[n++] = "debug";
-	argv[n++] = "--config";
-	argv[n++] = "/dev/null";
-	argv[n++] = "--backend";
-	argv[n++] = "host";
-	for (int i = 0; args && args[i] && n < 94; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	for (int i = 0; env && env[i]; i++)
-		putenv((char *)(uintptr_t)env[i]);
-	unsetenv("ROCMMEM_SOCKET");
-	dup2(null, STDIN_FILENO);
-	dup2(logfd, STDOUT_FILENO);
-	dup2(logfd, STDERR_FILENO);
-	execvp(argv[0], (char *const *)argv);
-	_exit(127);
-}
-
 int fault_daemon_start(struct daemon_proc *d, const char *const *wrapper, const char *const *env,
 		       const char *const *args, long timeout_ms)
 {
-	long end;
-	int logfd;
+	struct harness_exec how = {.wrapper = wrapper, .env = env, .timeout_ms = timeout_ms};
+	int rc;
 
-	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/rocmmem-fault-XXXXXX");
-	if (!mkdtemp(d->dir))
+	if (harness_daemon_dir(d, "rocmmem-fault") != 0)
 		return -1;
-	snprintf(d->sock, sizeof(d->sock), "%s/rocmmemd.sock", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/rocmmemd.log", d->dir);
-	logfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (logfd < 0)
-		goto fail;
-	d->pid = fork();
-	if (d->pid == 0)
-		exec_daemon(d, wrapper, env, args, logfd);
-	close(logfd);
-	if (d->pid < 0)
-		goto fail;
-	remember(d->pid);
-	end = harness_now_ms() + timeout_ms;
-	while (harness_now_ms() < end) {
-		int fd = harness_raw_connect(d);
-
-		if (fd >= 0) {
-			close(fd);
-			return 0;
-		}
-		if (!harness_daemon_alive(d))
-			goto fail;
-		fault_sleep_us(10000);
-	}
-	kill(d->pid, SIGKILL);
-	waitpid(d->pid, NULL, 0);
-fail:
-	if (getenv("ROCMMEM_TEST_KEEP_LOGS") || d->pid > 0) {
+	rc = harness_daemon_spawn(d, args, &how, O_TRUNC);
+	if (rc == 0)
+		return 0;
+	/* -2: it ran and did not come up: its log says why. */
+	if (getenv("ROCMMEM_TEST_KEEP_LOGS") || rc == -2) {
 		char cmd[PATH_MAX];
 
 		snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
 		if (system(cmd) != 0)
 			fprintf(stderr, "(could not print %s)\n", d->log);
 	}
-	d->pid = 0;
-	remove_dir(d->dir);
+	harness_remove_dir(d->dir);
 	return -1;
 }
 
 int fault_daemon_stop(struct daemon_proc *d, long timeout_ms, bool keep_dir)
 {
-	int status = 0, rc = 0;
-	long end = harness_now_ms() + timeout_ms;
+	int rc = d->pid > 0 ? harness_daemon_halt(d, timeout_ms) : 0;
 
-	if (d->pid > 0) {
-		rc = -1;
-		kill(d->pid, SIGTERM);
-		for (;;) {
-			pid_t p = waitpid(d->pid, &status, WNOHANG);
-
-			if (p == d->pid) {
-				rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-				break;
-			}
-			if (harness_now_ms() >= end) {
-				kill(d->pid, SIGKILL);
-				waitpid(d->pid, NULL, 0);
-				break;
-			}
-			fault_sleep_us(5000);
-		}
-		d->pid = 0;
-	}
 	if (getenv("ROCMMEM_TEST_KEEP_LOGS") || rc != 0) {
 		char cmd[PATH_MAX];
 
@@ -192,7 +68,7 @@ int fault_daemon_stop(struct daemon_proc *d, long timeout_ms, bool keep_dir)
 			fprintf(stderr, "(could not print %s)\n", d->log);
 	}
 	if (!keep_dir)
-		remove_dir(d->dir);
+		harness_remove_dir(d->dir);
 	return rc;
 }
 
@@ -306,30 +182,6 @@ void fault_wait_books(const struct daemon_proc *d, size_t clients, long timeout_
 		 b.lease_sum, b.clients, clients, b.models, b.queue, b.device_waiters);
 }
 
-void fault_print_fds(pid_t pid)
-{
-	char dir[64];
-	DIR *dp;
-	struct dirent *e;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	dp = opendir(dir);
-	if (!dp)
-		return;
-	while ((e = readdir(dp))) {
-		char path[PATH_MAX], target[PATH_MAX];
-		ssize_t n;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		n = readlink(path, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
-		print_message("  daemon fd %s -> %s\n", e->d_name, target);
-	}
-	closedir(dp);
-}
-
 void fault_baseline_take(const struct daemon_proc *d, struct fault_baseline *b)
 {
 	struct fault_books books;
@@ -387,7 +239,7 @@ void fault_assert_baseline(struct daemon_proc *d, const struct fault_baseline *b
 		fault_sleep_us(10000);
 	}
 	if (fds != b->fds) {
-		fault_print_fds(d->pid);
+		harness_print_fds(d->pid);
 		fail_msg("%s: the daemon has %d fds open, its baseline is %d", what, fds, b->fds);
 	}
 	rss = fault_rss_kib(d->pid);

@@ -94,9 +94,6 @@ void fault_wait_books(const struct daemon_proc *d, size_t clients, long timeout_
 		      const char *what);
 void fault_wait_idle(const struct daemon_proc *d, long timeout_ms, const char *what);
 
-/* fault_print_fds lists a process's open fds through cmocka's print_message. */
-void fault_print_fds(pid_t pid);
-
 /* A seeded PRNG (splitmix64): every random choice of a run follows from its seed. */
 struct fault_rng {
 	uint64_t state;

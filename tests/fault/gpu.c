@@ -210,7 +210,7 @@ static void run_step(const struct step *s)
 	assert_int_equal(b.failures, 1);
 	fds = harness_fd_count_settled(d.pid);
 	if (fds != fds1) {
-		fault_print_fds(d.pid);
+		harness_print_fds(d.pid);
 		fail_msg("%s: the daemon has %d fds, want %d as before the request", s->what, fds,
 			 fds1);
 	}

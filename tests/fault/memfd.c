@@ -121,7 +121,7 @@ static void expect_clean(size_t clients, int open_fds, uint64_t failures, const 
 			 what, b.failures, failures);
 	fds = harness_fd_count_settled(daemon_.pid);
 	if (fds != open_fds) {
-		fault_print_fds(daemon_.pid);
+		harness_print_fds(daemon_.pid);
 		fail_msg("%s: the daemon has %d fds open, want %d (with %zu connections)", what,
 			 fds, open_fds, clients);
 	}

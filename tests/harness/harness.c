@@ -65,13 +65,15 @@ static void remember(pid_t pid)
 	}
 }
 
-/* spawn starts the daemon on d's socket, its log opened with log_flags, and waits for it. */
-static int spawn(struct daemon_proc *d, const char *const *extra_args, int log_flags)
+/* exec_daemon is the child's side of harness_daemon_spawn: never returns. */
+static void exec_daemon(const struct daemon_proc *d, const char *const *extra_args,
+			const struct harness_exec *how, int logfd)
 {
-	const char *argv[64];
-	int n = 0, logfd;
-	long end;
+	const char *argv[96];
+	int n = 0, null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
+	for (int i = 0; how && how->wrapper && how->wrapper[i] && n < 40; i++)
+		argv[n++] = how->wrapper[i];
 	argv[n++] = ROCMMEMD_BIN;
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
@@ -84,31 +86,39 @@ static int spawn(struct daemon_proc *d, const char *const *extra_args, int log_f
 	 * the same thing on a machine that happens to have a GPU. */
 	argv[n++] = "--backend";
 	argv[n++] = "host";
-	for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
+	for (int i = 0; extra_args && extra_args[i] && n < 94; i++)
 		argv[n++] = extra_args[i];
 	argv[n] = NULL;
+	for (int i = 0; how && how->env && how->env[i]; i++)
+		putenv((char *)(uintptr_t)how->env[i]);
+	/* Nothing of the test runner's stays open in the daemon. */
+	dup2(null, STDIN_FILENO);
+	dup2(logfd, STDOUT_FILENO);
+	dup2(logfd, STDERR_FILENO);
+	unsetenv("ROCMMEM_SOCKET");
+	execvp(argv[0], (char *const *)argv);
+	_exit(127);
+}
+
+int harness_daemon_spawn(struct daemon_proc *d, const char *const *extra_args,
+			 const struct harness_exec *how, int log_flags)
+{
+	long end, timeout_ms = how && how->timeout_ms > 0 ? how->timeout_ms : 10000;
+	int logfd;
+
 	logfd = open(d->log, O_WRONLY | O_CREAT | O_CLOEXEC | log_flags, 0600);
 	if (logfd < 0)
 		return -1;
 	d->pid = fork();
+	if (d->pid == 0)
+		exec_daemon(d, extra_args, how, logfd);
+	close(logfd);
 	if (d->pid < 0) {
-		close(logfd);
+		d->pid = 0;
 		return -1;
 	}
-	if (d->pid == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		/* Nothing of the test runner's stays open in the daemon. */
-		dup2(null, STDIN_FILENO);
-		dup2(logfd, STDOUT_FILENO);
-		dup2(logfd, STDERR_FILENO);
-		unsetenv("ROCMMEM_SOCKET");
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(logfd);
 	remember(d->pid);
-	end = harness_now_ms() + 10000;
+	end = harness_now_ms() + timeout_ms;
 	while (harness_now_ms() < end) {
 		int fd = harness_raw_connect(d);
 
@@ -118,25 +128,32 @@ static int spawn(struct daemon_proc *d, const char *const *extra_args, int log_f
 		}
 		if (!harness_daemon_alive(d)) {
 			d->pid = 0;
-			return -1;
+			return -2;
 		}
 		sleep_ms(5);
 	}
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, NULL, 0);
 	d->pid = 0;
-	return -1;
+	return -2;
 }
 
-int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
+int harness_daemon_dir(struct daemon_proc *d, const char *prefix)
 {
 	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/rocmmem-test-XXXXXX");
+	snprintf(d->dir, sizeof(d->dir), "/tmp/%s-XXXXXX", prefix);
 	if (!mkdtemp(d->dir))
 		return -1;
 	snprintf(d->sock, sizeof(d->sock), "%s/rocmmemd.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/rocmmemd.log", d->dir);
-	return spawn(d, extra_args, O_TRUNC);
+	return 0;
+}
+
+int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args)
+{
+	if (harness_daemon_dir(d, "rocmmem-test") != 0)
+		return -1;
+	return harness_daemon_spawn(d, extra_args, NULL, O_TRUNC) == 0 ? 0 : -1;
 }
 
 int harness_daemon_restart(struct daemon_proc *d, const char *const *extra_args)
@@ -145,7 +162,7 @@ int harness_daemon_restart(struct daemon_proc *d, const char *const *extra_args)
 		waitpid(d->pid, NULL, 0);
 		d->pid = 0;
 	}
-	return spawn(d, extra_args, O_APPEND);
+	return harness_daemon_spawn(d, extra_args, NULL, O_APPEND) == 0 ? 0 : -1;
 }
 
 bool harness_daemon_alive(struct daemon_proc *d)
@@ -157,7 +174,7 @@ bool harness_daemon_alive(struct daemon_proc *d)
 	return waitpid(d->pid, &status, WNOHANG) == 0;
 }
 
-static void remove_dir(const char *dir)
+void harness_remove_dir(const char *dir)
 {
 	DIR *dp = opendir(dir);
 	struct dirent *e;
@@ -175,28 +192,36 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-int harness_daemon_stop(struct daemon_proc *d)
+int harness_daemon_halt(struct daemon_proc *d, long timeout_ms)
 {
 	int status = 0, rc = -1;
-	long end = harness_now_ms() + 10000;
+	long end = harness_now_ms() + timeout_ms;
 
 	if (d->pid > 0) {
 		kill(d->pid, SIGTERM);
-		while (harness_now_ms() < end) {
+		for (;;) {
 			pid_t p = waitpid(d->pid, &status, WNOHANG);
 
 			if (p == d->pid) {
 				rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 				break;
 			}
+			if (harness_now_ms() >= end) {
+				kill(d->pid, SIGKILL);
+				waitpid(d->pid, NULL, 0);
+				break;
+			}
 			sleep_ms(5);
-		}
-		if (harness_now_ms() >= end) {
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, NULL, 0);
 		}
 		d->pid = 0;
 	}
+	return rc;
+}
+
+int harness_daemon_stop(struct daemon_proc *d)
+{
+	int rc = harness_daemon_halt(d, 10000);
+
 	if (getenv("ROCMMEM_TEST_KEEP_LOGS")) {
 		char cmd[PATH_MAX + 32];
 
@@ -204,7 +229,7 @@ int harness_daemon_stop(struct daemon_proc *d)
 		if (system(cmd) != 0)
 			fprintf(stderr, "(could not print %s)\n", d->log);
 	}
-	remove_dir(d->dir);
+	harness_remove_dir(d->dir);
 	return rc;
 }
 
@@ -224,6 +249,30 @@ int harness_fd_count(pid_t pid)
 			n++;
 	closedir(dp);
 	return n;
+}
+
+void harness_print_fds(pid_t pid)
+{
+	char dir[64];
+	DIR *dp;
+	struct dirent *e;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	dp = opendir(dir);
+	if (!dp)
+		return;
+	while ((e = readdir(dp))) {
+		char path[PATH_MAX], target[PATH_MAX];
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		print_message("  daemon fd %s -> %s\n", e->d_name, target);
+	}
+	closedir(dp);
 }
 
 int harness_fd_count_settled(pid_t pid)

@@ -40,6 +40,44 @@ int harness_daemon_stop(struct daemon_proc *d);
  */
 int harness_daemon_restart(struct daemon_proc *d, const char *const *extra_args);
 
+/* How harness_daemon_spawn runs the daemon, beyond its arguments. */
+struct harness_exec {
+	const char *const *wrapper; /* NULL, or a NULL-terminated argv the daemon runs under
+				     * (valgrind and its options; found in PATH) */
+	const char *const *env;	    /* NULL, or NULL-terminated "NAME=VALUE" strings set in the
+				     * daemon's environment only */
+	long timeout_ms;	    /* how long to wait for it to accept connections; 0: 10 s */
+};
+
+/*
+ * harness_daemon_dir fills d (zeroed first) with a fresh directory /tmp/PREFIX-XXXXXX, its
+ * socket and log paths. Returns 0 or -1.
+ */
+int harness_daemon_dir(struct daemon_proc *d, const char *prefix);
+
+/*
+ * harness_daemon_spawn starts the daemon of harness_daemon_start in d's directory (filled by
+ * harness_daemon_dir), as how says (NULL: no wrapper, no environment, 10 s), its log opened
+ * with log_flags (O_TRUNC or O_APPEND), and waits until it accepts connections. Returns 0,
+ * -1 when it could not be started, or -2 when it started but died or did not accept in time
+ * (then it is not running; its log may say why). The directory is left as it is.
+ */
+int harness_daemon_spawn(struct daemon_proc *d, const char *const *extra_args,
+			 const struct harness_exec *how, int log_flags);
+
+/*
+ * harness_daemon_halt sends SIGTERM and waits up to timeout_ms (then SIGKILL). Returns the
+ * exit status, or -1 when it had to be killed, died by a signal or was not running; d->pid is
+ * then 0. The directory stays.
+ */
+int harness_daemon_halt(struct daemon_proc *d, long timeout_ms);
+
+/* harness_remove_dir removes a daemon's directory and the files in it. */
+void harness_remove_dir(const char *dir);
+
+/* harness_print_fds lists a process's open fds through cmocka's print_message. */
+void harness_print_fds(pid_t pid);
+
 /* harness_daemon_alive says whether the daemon process still runs. */
 bool harness_daemon_alive(struct daemon_proc *d);
 

@@ -87,34 +87,6 @@ static long daemon_cpu_ms(void)
 	return (long)((utime + stime) * 1000 / (unsigned long)(tick > 0 ? tick : 100));
 }
 
-/* send_subscribe sends Subscribe; each has_ flag says whether its field is on the wire. */
-static int send_subscribe(int fd, uint64_t id, bool has_samples, bool samples, bool has_events,
-			  bool events, bool has_interval, uint32_t interval_ms)
-{
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__Subscribe sub = ROCMMEM__WIRE__SUBSCRIBE__INIT;
-
-	sub.has_samples = has_samples;
-	sub.samples = samples;
-	sub.has_events = has_events;
-	sub.events = events;
-	sub.has_interval_ms = has_interval;
-	sub.interval_ms = interval_ms;
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE;
-	msg.subscribe = &sub;
-	return hostile_send(fd, true, id, &msg);
-}
-
-static int send_unsubscribe(int fd, uint64_t id)
-{
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__Unsubscribe unsub = ROCMMEM__WIRE__UNSUBSCRIBE__INIT;
-
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE;
-	msg.unsubscribe = &unsub;
-	return hostile_send(fd, true, id, &msg);
-}
-
 /* expect_ok reads the reply to id (events before it skipped) and checks it succeeded. */
 static server_msg *expect_ok(int fd, uint64_t id)
 {
@@ -220,8 +192,8 @@ static void stream_subscribe(struct stream *s, uint64_t id, bool samples, bool e
 {
 	server_msg *m;
 
-	assert_int_equal(send_subscribe(s->fd, id, true, samples, true, events, true, interval_ms),
-			 0);
+	assert_int_equal(
+	    hostile_send_subscribe(s->fd, id, true, samples, true, events, true, interval_ms), 0);
 	m = stream_reply(s, id);
 	assert_int_equal(m->reply->body_case, ROCMMEM__WIRE__REPLY__BODY_SUBSCRIBE);
 	assert_int_equal(m->reply->subscribe->interval_ms, samples ? interval_ms : 0);
@@ -340,9 +312,9 @@ static void test_bad_subscriptions(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++, id++) {
-		assert_int_equal(send_subscribe(fd, id, bad[i].has_samples, bad[i].samples,
-						bad[i].has_events, bad[i].events,
-						bad[i].has_interval, bad[i].interval),
+		assert_int_equal(hostile_send_subscribe(fd, id, bad[i].has_samples, bad[i].samples,
+							bad[i].has_events, bad[i].events,
+							bad[i].has_interval, bad[i].interval),
 				 0);
 		hostile_expect_error(fd, id, -EINVAL, bad[i].needle);
 	}
@@ -354,9 +326,10 @@ static void test_bad_subscriptions(void **state)
 	expect_quiet(fd, 300);
 	hostile_expect_serving(fd, id++);
 	/* Events alone need no interval: whatever one says is ignored, none is in effect. */
-	assert_int_equal(send_subscribe(fd, id, true, false, true, true, true, UINT32_MAX), 0);
+	assert_int_equal(hostile_send_subscribe(fd, id, true, false, true, true, true, UINT32_MAX),
+			 0);
 	expect_subscribed(fd, id++, 0);
-	assert_int_equal(send_unsubscribe(fd, id), 0);
+	assert_int_equal(hostile_send_unsubscribe(fd, id), 0);
 	free_msg(expect_ok(fd, id++));
 	close(fd);
 
@@ -374,11 +347,11 @@ static void test_before_hello(void **state)
 	int fd = hostile_connect();
 
 	(void)state;
-	assert_int_equal(send_subscribe(fd, 3, true, true, true, true, true, 10), 0);
+	assert_int_equal(hostile_send_subscribe(fd, 3, true, true, true, true, true, 10), 0);
 	hostile_expect_error_closed(fd, 3, -EPROTO, "hello");
 	close(fd);
 	fd = hostile_connect();
-	assert_int_equal(send_unsubscribe(fd, 4), 0);
+	assert_int_equal(hostile_send_unsubscribe(fd, 4), 0);
 	hostile_expect_error_closed(fd, 4, -EPROTO, "hello");
 	close(fd);
 	/* After hello, a Subscribe without a request id is a violation too. */
@@ -458,8 +431,8 @@ static void test_subscribe_twice(void **state)
 
 	/* Pipelined: every variant in turn, the replies read only after all are sent. */
 	for (uint64_t i = 0; i < 100; i++)
-		assert_int_equal(send_subscribe(s.fd, 10 + i, true, i % 3 != 1, true, i % 3 != 0,
-						true, 10 + (uint32_t)i),
+		assert_int_equal(hostile_send_subscribe(s.fd, 10 + i, true, i % 3 != 1, true,
+							i % 3 != 0, true, 10 + (uint32_t)i),
 				 0);
 	for (uint64_t i = 0; i < 100; i++) {
 		m = stream_reply(&s, 10 + i);
@@ -471,7 +444,7 @@ static void test_subscribe_twice(void **state)
 	m = stream_sample(&s, 3000);
 	assert_int_equal(m->event->sample->interval_ms, 109);
 	free_msg(m);
-	assert_int_equal(send_unsubscribe(s.fd, 200), 0);
+	assert_int_equal(hostile_send_unsubscribe(s.fd, 200), 0);
 	free_msg(stream_reply(&s, 200));
 	probe_client("twice-probe");
 	expect_quiet(s.fd, 400);
@@ -487,7 +460,7 @@ static void test_unsubscribe_without_subscription(void **state)
 
 	(void)state;
 	for (uint64_t id = 2; id < 5; id++) {
-		assert_int_equal(send_unsubscribe(s.fd, id), 0);
+		assert_int_equal(hostile_send_unsubscribe(s.fd, id), 0);
 		m = stream_reply(&s, id);
 		assert_int_equal(m->reply->body_case, ROCMMEM__WIRE__REPLY__BODY__NOT_SET);
 		free_msg(m);
@@ -498,7 +471,7 @@ static void test_unsubscribe_without_subscription(void **state)
 	stream_subscribe(&s, 6, true, true, 10);
 	free_msg(stream_sample(&s, 3000));
 	for (uint64_t id = 7; id < 9; id++) {
-		assert_int_equal(send_unsubscribe(s.fd, id), 0);
+		assert_int_equal(hostile_send_unsubscribe(s.fd, id), 0);
 		free_msg(stream_reply(&s, id));
 	}
 	probe_client("unsubscribed-probe");
@@ -677,7 +650,7 @@ static void child_subscriber(int sync, int reading)
 	int fd = hostile_child_greeted("doomed-subscriber");
 	int samples = 0;
 
-	if (send_subscribe(fd, 2, true, true, true, true, true, 10) != 0)
+	if (hostile_send_subscribe(fd, 2, true, true, true, true, true, 10) != 0)
 		_exit(CHILD_NO_SUBSCRIBE);
 	while (samples < 2) {
 		server_msg *m = harness_raw_recv(fd, 3000, NULL, NULL, NULL);
@@ -702,7 +675,7 @@ static int subscribed(const char *name)
 {
 	int fd = hostile_greeted(name);
 
-	assert_int_equal(send_subscribe(fd, 2, true, true, true, true, true, 10), 0);
+	assert_int_equal(hostile_send_subscribe(fd, 2, true, true, true, true, true, 10), 0);
 	expect_subscribed(fd, 2, 10);
 	return fd;
 }
@@ -888,7 +861,8 @@ static void test_thousands(void **state)
 	for (int i = 0; i < SUBSCRIBERS; i++)
 		free_msg(expect_ok(fds[i], 1));
 	for (int i = 0; i < SUBSCRIBERS; i++)
-		assert_int_equal(send_subscribe(fds[i], 2, true, true, true, true, true, 10), 0);
+		assert_int_equal(
+		    hostile_send_subscribe(fds[i], 2, true, true, true, true, true, 10), 0);
 	for (int i = 0; i < SUBSCRIBERS; i++)
 		expect_subscribed(fds[i], 2, 10);
 	t1 = harness_now_ms();

@@ -2,7 +2,6 @@
 /* hostile.c: the hostile tests' daemon fixture, raw message helpers and "still healthy" check. */
 #include "hostile.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -101,31 +100,6 @@ int hostile_run_result(int cmocka_rc)
 	return cmocka_rc != 0 || teardown_failed ? 1 : 0;
 }
 
-/* print_fds lists the daemon's open fds, to explain a count that does not return. */
-static void print_fds(void)
-{
-	char dir[64];
-	DIR *dp;
-	struct dirent *e;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)hostile.d.pid);
-	dp = opendir(dir);
-	if (!dp)
-		return;
-	while ((e = readdir(dp))) {
-		char path[PATH_MAX], target[PATH_MAX];
-		ssize_t n;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		n = readlink(path, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
-		print_message("  daemon fd %s -> %s\n", e->d_name, target);
-	}
-	closedir(dp);
-}
-
 /* well_behaved acquires, touches and releases 2 MiB with librocmmem, and reads a status. */
 static void well_behaved(void)
 {
@@ -204,7 +178,7 @@ void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients)
 		hostile_sleep_ms(10);
 	}
 	if (fds != want_fds) {
-		print_fds();
+		harness_print_fds(hostile.d.pid);
 		fail_msg("the daemon has %d fds open, want %d (baseline %d + %zu leases + %zu "
 			 "connections of %d fd(s))",
 			 fds, want_fds, hostile.fd_baseline, leases, clients,
@@ -624,4 +598,31 @@ int hostile_child_greeted(const char *name)
 	if (harness_raw_hello(fd, 1, name) != 0)
 		_exit(HOSTILE_CHILD_NO_HELLO);
 	return fd;
+}
+
+int hostile_send_subscribe(int fd, uint64_t id, bool has_samples, bool samples, bool has_events,
+			   bool events, bool has_interval, uint32_t interval_ms)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__Subscribe sub = ROCMMEM__WIRE__SUBSCRIBE__INIT;
+
+	sub.has_samples = has_samples;
+	sub.samples = samples;
+	sub.has_events = has_events;
+	sub.events = events;
+	sub.has_interval_ms = has_interval;
+	sub.interval_ms = interval_ms;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE;
+	msg.subscribe = &sub;
+	return hostile_send(fd, true, id, &msg);
+}
+
+int hostile_send_unsubscribe(int fd, uint64_t id)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__Unsubscribe unsub = ROCMMEM__WIRE__UNSUBSCRIBE__INIT;
+
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE;
+	msg.unsubscribe = &unsub;
+	return hostile_send(fd, true, id, &msg);
 }

@@ -93,6 +93,14 @@ int hostile_greeted(const char *name);
 /* hostile_send sends msg with id (has_id set when id_present). Returns 0 or -errno. */
 int hostile_send(int fd, bool id_present, uint64_t id, Rocmmem__Wire__ClientMessage *msg);
 
+/*
+ * hostile_send_subscribe sends Subscribe with id; each has_ flag says whether its field is on
+ * the wire. hostile_send_unsubscribe sends Unsubscribe. Both return as hostile_send.
+ */
+int hostile_send_subscribe(int fd, uint64_t id, bool has_samples, bool samples, bool has_events,
+			   bool events, bool has_interval, uint32_t interval_ms);
+int hostile_send_unsubscribe(int fd, uint64_t id);
+
 int hostile_send_hello(int fd, uint64_t id, bool has_version, uint32_t version, const char *name);
 int hostile_send_status(int fd, uint64_t id);
 int hostile_send_acquire(int fd, uint64_t id, uint32_t device, uint64_t size, int64_t timeout_ms,

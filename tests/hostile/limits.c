@@ -39,28 +39,7 @@ static const char *const args[] = {"--backend",
 /* send_subscribe asks for events (and samples every 1 s when samples). */
 static int send_subscribe(int fd, uint64_t id, bool samples)
 {
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__Subscribe sub = ROCMMEM__WIRE__SUBSCRIBE__INIT;
-
-	sub.has_events = true;
-	sub.events = true;
-	sub.has_samples = samples;
-	sub.samples = samples;
-	sub.has_interval_ms = samples;
-	sub.interval_ms = 1000;
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE;
-	msg.subscribe = &sub;
-	return hostile_send(fd, true, id, &msg);
-}
-
-static int send_unsubscribe(int fd, uint64_t id)
-{
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__Unsubscribe body = ROCMMEM__WIRE__UNSUBSCRIBE__INIT;
-
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE;
-	msg.unsubscribe = &body;
-	return hostile_send(fd, true, id, &msg);
+	return hostile_send_subscribe(fd, id, samples, samples, true, true, samples, 1000);
 }
 
 static int send_register(int fd, uint64_t id, const char *name)
@@ -164,7 +143,7 @@ static void test_subscribers(void **state)
 	assert_int_equal(send_subscribe(a, 2, true), 0);
 	expect_ok(a, 2);
 	/* One leaves: there is room again. */
-	assert_int_equal(send_unsubscribe(b, 2), 0);
+	assert_int_equal(hostile_send_unsubscribe(b, 2), 0);
 	expect_ok(b, 2);
 	assert_int_equal(send_subscribe(c, 2, false), 0);
 	expect_ok(c, 2);
