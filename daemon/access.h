@@ -32,6 +32,9 @@ struct access_policy {
 	struct id_list groups; /* allowed gids (primary or supplementary) */
 	bool has_admin_group;
 	gid_t admin_gid;
+	/* The admin group as configured (a name or a number), for messages: refusals never look
+	 * names up on the event loop (NSS may ask the network). */
+	char admin_group_name[64];
 };
 
 /* Refusals the policy caused since the start, for status and metrics. */

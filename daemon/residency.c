@@ -682,10 +682,8 @@ static struct model *administered(struct arbiter *a, struct client *c, uint64_t 
 	}
 	if (!may_administer(c, m)) {
 		const struct access_policy *pol = &c->server->access;
-		char group[64] = "";
+		const char *group = pol->has_admin_group ? pol->admin_group_name : "";
 
-		if (pol->has_admin_group)
-			access_group_name(pol->admin_gid, group, sizeof(group));
 		access_refuse(c, request_id,
 			      "model %" PRIu64
 			      " '%s' belongs to %s: only its owner%s%s%s may evict "

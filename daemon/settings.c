@@ -99,6 +99,9 @@ void settings_access(const struct options *eff, struct access_policy *pol)
 		pol->groups = eff->allowed_gids;
 	pol->has_admin_group = eff->admin_group != NULL;
 	pol->admin_gid = eff->admin_gid;
+	if (eff->admin_group)
+		snprintf(pol->admin_group_name, sizeof(pol->admin_group_name), "%s",
+			 eff->admin_group);
 }
 
 int settings_socket(const struct options *eff, struct socket_access *sa)
