@@ -4,6 +4,7 @@
 The binaries come from the environment (CTest sets them): ROCMMEMD and ROCMMEMCTL.
 Nothing here sleeps for correctness: every wait polls a condition against a deadline.
 """
+import atexit
 import json
 import os
 import re
@@ -36,6 +37,39 @@ def rocmmemd_bin():
 
 def rocmmemctl_bin():
     return _binary("ROCMMEMCTL")
+
+
+_reachable_dir = None
+
+
+def reachable_copy(path, name=None):
+    """A copy of path (a file, or a directory tree) in a directory every user may read, for
+    children run as another user: the build and source trees may sit where that user cannot
+    reach (a clone under /root, mode 0700). Symbolic links are followed; the copy is named
+    name (default: path's own name) and removed at exit. Returns the copy's path."""
+    global _reachable_dir
+    if _reachable_dir is None:
+        _reachable_dir = tempfile.mkdtemp(prefix="rocmmem-reachable-")
+        os.chmod(_reachable_dir, 0o755)
+        atexit.register(shutil.rmtree, _reachable_dir, True)
+    dest = os.path.join(_reachable_dir, name or os.path.basename(path.rstrip("/")))
+    if not os.path.exists(dest):
+        if os.path.isdir(path):
+            shutil.copytree(path, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(os.path.realpath(path), dest)
+        for root, dirs, files in os.walk(dest) if os.path.isdir(dest) else [("", [], [dest])]:
+            for entry in dirs + files:
+                os.chmod(os.path.join(root, entry), 0o755)
+    return dest
+
+
+def reachable_ctl():
+    """rocmmemctl and its librocmmem.so.0 where any user may run them (reachable_copy), and
+    the environment that makes the copy use the copied library."""
+    ctl = rocmmemctl_bin()
+    lib = reachable_copy(os.path.join(os.path.dirname(ctl), "librocmmem.so.0"))
+    return reachable_copy(ctl), clean_env(LD_LIBRARY_PATH=os.path.dirname(lib))
 
 
 def clean_env(**overrides):

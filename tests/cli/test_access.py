@@ -20,7 +20,8 @@ import subprocess
 import time
 import unittest
 
-from daemon import CliTestCase, clean_env, poll_until, rocmmemctl_bin, rocmmemd_bin, run
+from daemon import (CliTestCase, clean_env, poll_until, reachable_ctl, rocmmemctl_bin,
+                    rocmmemd_bin, run)
 
 ROOT = os.geteuid() == 0
 NOBODY = 65534
@@ -40,8 +41,9 @@ def gid_of(name):
 
 def ctl_as(sock, *args, uid=NOBODY, gid=NOBODY, groups=(), timeout=10.0):
     """Runs rocmmemctl --socket SOCK ARGS as another user; returns a CompletedProcess (rc)."""
-    p = subprocess.run([rocmmemctl_bin(), "--socket", sock, *args], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, env=clean_env(), user=uid, group=gid,
+    ctl, env = reachable_ctl()
+    p = subprocess.run([ctl, "--socket", sock, *args], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, env=env, user=uid, group=gid,
                        extra_groups=list(groups), timeout=timeout)
     p.rc = p.returncode
     return p

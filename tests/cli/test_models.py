@@ -7,7 +7,7 @@ import signal
 import subprocess
 import unittest
 
-from daemon import MiB, CliTestCase, clean_env, poll_until, rocmmemctl_bin
+from daemon import MiB, CliTestCase, poll_until, reachable_ctl
 
 ROOT = os.geteuid() == 0
 MODEL_KEYS = {"id", "name", "class", "owner_pid", "device", "bytes", "state", "priority",
@@ -371,10 +371,12 @@ class NotTheOwner(ModelTestCase):
             os.chmod(self.dir, 0o755)
             os.chmod(self.sock, 0o666)
 
+            ctl_copy, ctl_env = reachable_ctl()
+
             def ctl(*args):
-                p = subprocess.run([rocmmemctl_bin(), "--socket", self.sock, *args],
+                p = subprocess.run([ctl_copy, "--socket", self.sock, *args],
                                    stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                   env=clean_env(), user=65534, group=65534, extra_groups=[],
+                                   env=ctl_env, user=65534, group=65534, extra_groups=[],
                                    timeout=10)
                 p.rc = p.returncode
                 return p

@@ -42,6 +42,7 @@ _cli = _load_cli_fixture()
 BUDGET, GRANULE, MiB = _cli.BUDGET, _cli.GRANULE, _cli.MiB
 Background, CliTestCase, clean_env = _cli.Background, _cli.CliTestCase, _cli.clean_env
 poll_until, rocmmemctl_bin, run = _cli.poll_until, _cli.rocmmemctl_bin, _cli.run
+reachable_copy = _cli.reachable_copy
 
 __all__ = ["BUDGET", "GRANULE", "MiB", "Background", "PyTestCase", "clean_env", "poll_until",
            "rocmmemctl_bin", "run", "rocmmem", "SOURCE_DIR", "PYTHON", "read", "run_python",

@@ -5,7 +5,8 @@ import errno
 import threading
 import unittest
 
-from fixture import BUDGET, MiB, PyTestCase, rocmmem
+from fixture import (BUDGET, SOURCE_DIR, MiB, PyTestCase, child_env, reachable_copy,
+                     rocmmem)
 
 
 class ErrorTest(PyTestCase):
@@ -106,6 +107,10 @@ class ErrorTest(PyTestCase):
         m = self.c.register_model("mine", "2M")
         os.chmod(self.dir, 0o755)  # let user nobody reach the socket
         os.chmod(self.sock, 0o777)
+        # The package and library where user nobody can read them (the checkout may not be).
+        package = reachable_copy(os.path.join(SOURCE_DIR, "client", "python", "rocmmem"))
+        env = child_env(PYTHONPATH=os.path.dirname(package),
+                        ROCMMEM_LIBRARY=reachable_copy(os.environ["ROCMMEM_LIBRARY"]))
         p = self.python("""
             os.setgid(65534)
             os.setuid(65534)
@@ -114,7 +119,7 @@ class ErrorTest(PyTestCase):
                 c.pin_model(int(sys.argv[2]))
             except rocmmem.PermissionDenied as e:
                 say("denied", e.errno, e.strerror)
-            """, str(m.id), name="nobody")
+            """, str(m.id), name="nobody", env=env)
         self.assertEqual(p.wait(20), 0, p)
         self.assertIn(f"denied {errno.EPERM} ", p.stdout())
         self.assertFalse([x for x in self.status()["models"] if x["id"] == m.id][0]["pinned"])
