@@ -37,6 +37,7 @@ LAYERS = {
     "client/lib/api": (3, "the requests: leases, models, status, feed, metrics, trim"),
     "client/lib/session": (4, "connect, disconnect, reconnection and re-declaration"),
     "client/ctl/ctl": (1, "rocmmemctl's shared declarations"),
+    "client/ctl/common": (1, "connecting, usage errors and options every command shares"),
     "client/ctl/json": (1, "JSON output helpers"),
     "client/ctl/show": (1, "tables and JSON of status parts, shared by commands"),
     "client/ctl/lease": (2, "a command"),
