@@ -9,8 +9,9 @@ or a lone file), both checked against the table in layers.py:
     enum constant that B defines (one shared header, such as client/lib/internal.h, hides
     who calls whom from the include graph; this does not).
 Fails, naming the files, on: a circle of units (each is reported with one concrete path
-round it), a use that goes up a layer or into a program not listed in USES, a header a layer
-may not include (directly or through the project's own headers), and a unit in no layer.
+round it), a use that goes up a layer or into another program's files (other than those its
+entry in PROGRAMS lists), a header a layer may not include (directly or through the
+project's own headers), an include that could mean two files, and a unit in no layer.
 
 Usage: check_layers.py [--root DIR] [--figures] [--graph includes|references]
 --figures prints what was measured (units in circles, upward uses, mutual pairs) per graph,
@@ -52,7 +53,8 @@ def layer_of(key):
             return layer
     best = None
     for folder in layers.LAYERS:
-        if (key == folder or key.startswith(folder + "/")) and (not best or len(folder) > len(best)):
+        inside = key == folder or key.startswith(folder + "/")
+        if inside and (not best or len(folder) > len(best)):
             best = folder
     return best
 
@@ -87,30 +89,40 @@ def may_use(src, dst):
     return "up a layer" if dst.rank > src.rank else None
 
 
-def resolve_include(sources, path, name):
-    """The scanned file an #include "name" in path means, or None (system, generated)."""
+def include_candidates(sources, path, name):
+    """The scanned files an #include "name" in path may mean: none (a system or generated
+    header), one, or several (the include must say which)."""
     here = os.path.dirname(path)
     direct = os.path.normpath(os.path.join(here, name))
     if direct in sources:
-        return direct
+        return [direct]
     found = [p for p in sources if p == name or p.endswith("/" + name)]
     if len(found) > 1:
         prog = program_of(path)
         allowed = (prog,) + layers.PROGRAMS.get(prog, ("", ()))[1]
         found = [p for p in found if program_of(p) in allowed] or found
+    return found
+
+
+def resolve_include(sources, path, name):
+    found = include_candidates(sources, path, name)
     return found[0] if len(found) == 1 else None
 
 
-def include_graph(sources, units, problems):
+def include_graph(sources, problems):
     edges = collections.defaultdict(dict)  # unit -> {unit: (file, line, what)}
     for path, src in sources.items():
         for name, quoted, line in src.includes:
             if not quoted:
                 continue
-            target = resolve_include(sources, path, name)
-            if target is None:
+            found = include_candidates(sources, path, name)
+            if len(found) > 1:
+                problems.append('%s:%d: #include "%s" could be %s: name the folder' % (
+                    path, line, name, " or ".join(found)))
+            if len(found) != 1:
                 continue
-            a, b = path[:-2], target[:-2]
+            a, b = path[:-2], found[0][:-2]
+            target = found[0]
             if a != b:
                 edges[a].setdefault(b, (path, line, target))
     return edges
@@ -262,9 +274,6 @@ def check_graph(name, edges, units, problems, figures):
             if a in edges.get(b, {}):
                 mutual.add(tuple(sorted((a, b))))
     comps = circles(edges, units.keys())
-    if figures is not None and name == "calls":
-        figures.append((name, comps, upward, sorted(mutual), edges))
-        return
     for comp in comps:
         problems.append("%s: circle of %d units: %s; for example %s" % (
             name, len(comp), ", ".join(comp), " -> ".join(path_round(edges, comp))))
@@ -301,13 +310,13 @@ def main():
             problems.append("%s: in no layer: put it in a layer folder (tests/style/layers.py)"
                             % ", ".join(unit.files))
     if args.graph != "references":
-        check_graph("includes", include_graph(sources, units, problems), units, problems,
-                    figures)
+        check_graph("includes", include_graph(sources, problems), units, problems, figures)
     if args.graph != "includes":
         check_graph("references", reference_graph(sources, units), units, problems, figures)
     if args.graph is None:
         forbidden(sources, units, problems)
     if figures is not None:
+        # Measured, not checked: its problems are the references graph's already.
         check_graph("calls", reference_graph(sources, units, True), units, [], figures)
         print_figures(figures, units)
     for p in problems:

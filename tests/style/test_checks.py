@@ -114,6 +114,14 @@ class Layers(unittest.TestCase):
         self.assertIn("daemon/policy/decide.h (daemon/policy) includes <uv.h> through "
                       "daemon/state/books.h", out)
 
+    def test_ambiguous_include_is_named(self):
+        self.t.write("daemon/state/util.h", "int state_util(void);\n")
+        self.t.write("daemon/net/util.h", "int net_util(void);\n")
+        self.t.write("daemon/app/main.c", '#include "util.h"\nint main(void) { return 0; }\n')
+        rc, out = self.check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn('daemon/app/main.c:1: #include "util.h" could be ', out)
+
     def test_file_in_no_layer_is_named(self):
         self.t.write("daemon/stray.c", "int stray(void) { return 0; }\n")
         rc, out = self.check()
