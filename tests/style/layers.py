@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: MIT
+"""layers.py: the layers of daemon/, client/ and common/, as one table (docs/architecture.md).
+
+A unit is a file pair X.c/X.h (or a lone file) named by its path without the extension. A unit
+may use units of its own layer and of the layers below it in its own program, and the
+programs that program lists in USES; never a layer above, and no two units may use each other,
+directly or round a circle. Each entry of LAYERS is a folder (everything under it) or one unit,
+and the longest entry that matches a unit decides its layer.
+"""
+
+# program: (folder, the other programs its files may use)
+PROGRAMS = {
+    "common": ("common", ()),
+    "daemon": ("daemon", ("common",)),
+    "include": ("client/include", ()),
+    "lib": ("client/lib", ("common", "include")),
+    "ctl": ("client/ctl", ("common", "include")),
+    "torch": ("client/torch", ("common", "include")),
+}
+
+# folder or unit: (rank within its program, what the layer owns)
+LAYERS = {
+    "common": (0, "sizes, text, socket paths, framing, GPU runtime loaders: shared by all"),
+    "daemon/base": (1, "ids, the log, the deadline heap: what knows no other part"),
+    "daemon/platform": (2, "the machine: backends, telemetry, jobs, state file, systemd, peers"),
+    "daemon/state": (3, "the books: devices, holders, leases, models, waiters; plain data"),
+    "daemon/policy": (4, "decisions: admission, queue order, placement, eviction, quotas, "
+                         "access, explanations; pure functions of state, input and time"),
+    "daemon/service": (5, "applies decisions: handlers, backend jobs, deadlines, adoption, "
+                          "the event bus and its log, counters and denials, metrics text"),
+    "daemon/net": (6, "sockets and the wire: listener, connections, protobuf, dispatch, "
+                      "handshake, status stream, telemetry feed, drain"),
+    "daemon/app": (7, "the process: main, options, configuration, reload, signals"),
+    "client/include": (0, "the public header"),
+    "client/lib/base": (1, "errors, GPU import, views of received messages"),
+    "client/lib/conn": (2, "one connection: socket, hello, requests, replies, event queues"),
+    "client/lib/api": (3, "the requests: leases, models, status, feed, metrics, trim"),
+    "client/lib/session": (4, "connect, disconnect, reconnection and re-declaration"),
+    "client/ctl/ctl": (1, "rocmmemctl's shared declarations"),
+    "client/ctl/common": (1, "connecting, usage errors and options every command shares"),
+    "client/ctl/json": (1, "JSON output helpers"),
+    "client/ctl/show": (1, "tables and JSON of status parts, shared by commands"),
+    "client/ctl/lease": (2, "a command"),
+    "client/ctl/metrics": (2, "a command"),
+    "client/ctl/models": (2, "a command"),
+    "client/ctl/status": (2, "a command"),
+    "client/ctl/trim": (2, "a command"),
+    "client/ctl/watch": (2, "a command"),
+    "client/ctl/main": (3, "the table of commands"),
+    "client/torch/runtime": (1, "the GPU runtime calls"),
+    "client/torch/suballoc": (1, "the sub-allocator"),
+    "client/torch/rocmmem_torch": (2, "the allocator's public header"),
+    "client/torch/allocator": (2, "the allocator over leases"),
+}
+
+# Headers a layer may not include, directly or through the project's own headers: the
+# policy core and the books know no event loop, socket, protobuf or clock.
+_LOOP = ("uv.h",)
+_WIRE = ("rocmmem.pb-c.h", "protobuf-c/protobuf-c.h")
+_OS = ("sys/socket.h", "time.h", "systemd/sd-daemon.h", "systemd/sd-journal.h")
+FORBIDDEN = {
+    "daemon/base": _LOOP + _WIRE,
+    "daemon/platform": _WIRE,
+    "daemon/state": _LOOP + _WIRE + _OS,
+    "daemon/policy": _LOOP + _WIRE + _OS,
+    "daemon/service": _LOOP + _WIRE + ("sys/socket.h",),
+}
+
+# Today's files outside layer folders, and the layer each is cut for (docs/architecture.md
+# says where each part goes). A key is one unit, or a folder followed by "/*"; these are
+# looked at before LAYERS. The refactor moves the files into their layers and empties this.
+LEGACY = {
+    "daemon/log": "daemon/base",
+    "daemon/idtable": "daemon/base",
+    "daemon/backend": "daemon/platform",
+    "daemon/backend/*": "daemon/platform",
+    "daemon/telemetry": "daemon/platform",
+    "daemon/telemetry/*": "daemon/platform",
+    "daemon/job": "daemon/platform",
+    "daemon/sampler": "daemon/platform",
+    "daemon/statefile": "daemon/platform",
+    "daemon/service": "daemon/platform",
+    "daemon/device": "daemon/state",
+    "daemon/lease": "daemon/state",
+    "daemon/model": "daemon/state",
+    "daemon/queue": "daemon/state",
+    "daemon/access": "daemon/policy",
+    "daemon/arbiter": "daemon/policy",
+    "daemon/explain": "daemon/policy",
+    "daemon/placement": "daemon/policy",
+    "daemon/quota": "daemon/policy",
+    "daemon/residency": "daemon/policy",
+    "daemon/adopt": "daemon/service",
+    "daemon/denials": "daemon/service",
+    "daemon/events": "daemon/service",
+    "daemon/metrics": "daemon/service",
+    "daemon/client": "daemon/net",
+    "daemon/feed": "daemon/net",
+    "daemon/handshake": "daemon/net",
+    "daemon/report": "daemon/net",
+    "daemon/server": "daemon/net",
+    "daemon/status": "daemon/net",
+    "daemon/validate": "daemon/net",
+    "daemon/config": "daemon/app",
+    "daemon/main": "daemon/app",
+    "daemon/options": "daemon/app",
+    "daemon/settings": "daemon/app",
+    "client/lib/error": "client/lib/base",
+    "client/lib/gpu": "client/lib/base",
+    "client/lib/client": "client/lib/conn",
+    "client/lib/internal": "client/lib/conn",
+    "client/lib/feed": "client/lib/api",
+    "client/lib/lease": "client/lib/api",
+    "client/lib/metrics": "client/lib/api",
+    "client/lib/model": "client/lib/api",
+    "client/lib/status": "client/lib/api",
+    "client/lib/trim": "client/lib/api",
+    "client/lib/reconnect": "client/lib/session",
+}
