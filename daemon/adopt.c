@@ -58,7 +58,8 @@ struct adopt {
 	bool timer_init;
 	bool grace_over;
 	struct pending_set leases, models;
-	size_t open; /* pending records not adopted or forgotten yet */
+	size_t open;		   /* pending records not adopted or forgotten yet */
+	uint64_t issued_model_ids; /* model ids below it were handed out by an earlier daemon */
 	char why_full[256];
 };
 
@@ -205,6 +206,7 @@ static int load(struct adopt *ad)
 	struct arbiter *a = ad->arbiter;
 	uint32_t cap = statefile_capacity(&ad->file), bad = 0;
 	uint64_t held[BACKEND_MAX_DEVICES] = {0};
+	int err;
 
 	ad->leases.v = calloc(ad->file.loaded ? ad->file.loaded : 1, sizeof(struct pending));
 	ad->models.v = calloc(ad->file.loaded ? ad->file.loaded : 1, sizeof(struct pending));
@@ -244,8 +246,13 @@ static int load(struct adopt *ad)
 				statefile_clear(&ad->file, p->slot);
 				continue;
 			}
-			if (idtable_reserve(ids, p->rec.id) < 0)
-				return -ENOMEM;
+			err = idtable_reserve(ids, p->rec.id);
+			if (err == -ENOMEM)
+				return err;
+			if (err) { /* cannot be: plausible ids, sorted, each once */
+				statefile_clear(&ad->file, p->slot);
+				continue;
+			}
 			if (k == 0)
 				device_hold(&a->devices[p->rec.device], p->rec.size);
 			else
@@ -261,6 +268,7 @@ static int load(struct adopt *ad)
 	idtable_skip_to(&a->models, statefile_next_model_id(&ad->file));
 	statefile_set_next_lease_id(&ad->file, a->leases.ids.next_id);
 	statefile_set_next_model_id(&ad->file, a->models.next_id);
+	ad->issued_model_ids = a->models.next_id;
 	for (unsigned i = 0; i < a->ndevices; i++) {
 		const struct device *d = &a->devices[i];
 		char h[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
@@ -785,8 +793,14 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	matched = p && !p->gone && p->rec.uid == (uint32_t)c->uid &&
 		  p->rec.pid == (int32_t)c->pid && p->rec.device == dev &&
 		  strcmp(p->rec.tag, req->name) == 0;
-	/* Its old id when its record is its own, or when no record and no model holds it. */
-	if (matched || (prev && !(p && !p->gone) && !residency_find(a, prev)))
+	/*
+	 * Its old id only when the state file backs it: its own record, or, for a model that had
+	 * no reservation (and so no record), an id an earlier daemon handed out that no record
+	 * and no model holds. Any other id (0, one never issued, another's) is not the client's
+	 * to pick: it gets a fresh one, which librocmmem maps.
+	 */
+	if (matched || (ad && prev && prev < ad->issued_model_ids && !(p && !p->gone) &&
+			!residency_find(a, prev)))
 		want = prev;
 	reg.has_device = true;
 	reg.device = dev;

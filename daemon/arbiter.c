@@ -383,6 +383,7 @@ static void grant_done(struct job *job)
 	struct device *d = &a->devices[job->device];
 	char sz[SIZE_FORMAT_MAX], who[128];
 	struct lease *l = NULL;
+	int err;
 
 	if (job->err) {
 		struct refused r = {
@@ -412,10 +413,13 @@ static void grant_done(struct job *job)
 		goto out;
 	}
 	l = calloc(1, sizeof(*l));
-	if (!l || lease_table_add(&a->leases, l) < 0) {
+	err = l ? lease_table_add(&a->leases, l) : -ENOMEM;
+	if (err) {
 		free(l);
 		free_allocation(a, d->index, &job->alloc);
-		client_reply_error(c, g->request_id, -ENOMEM, "the daemon is out of memory");
+		client_reply_error(c, g->request_id, err,
+				   err == -EOVERFLOW ? "the daemon has handed out every lease id"
+						     : "the daemon is out of memory");
 		goto out;
 	}
 	l->device = d->index;
