@@ -294,6 +294,7 @@ int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms)
 	ad->arbiter = a;
 	ad->grace_ms = grace_ms;
 	ad->file.fd = -1;
+	ad->file.dir_fd = -1;
 	a->adopt = ad;
 	if (!path) {
 		log_info("no state file: leases will not survive a restart of the daemon");

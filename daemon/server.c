@@ -19,6 +19,7 @@
 #include "client.h"
 #include "log.h"
 #include "report.h"
+#include "safepath.h"
 #include "service.h"
 #include "size.h"
 
@@ -66,20 +67,65 @@ static int make_parents(const char *path, mode_t mode)
 	return 0;
 }
 
+/* base_name is the last component of path (the name in s->dir_fd). */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* open_dir opens and checks the socket's directory: nothing in it is found by path again. */
+static int open_dir(struct server *s)
+{
+	char why[512];
+	const char *base;
+	int err;
+
+	s->dir_fd = safepath_open_dir(s->path, &base, why, sizeof(why));
+	if (s->dir_fd < 0) {
+		err = s->dir_fd;
+		s->dir_fd = -1;
+		log_error("Could not listen on %s: %s", s->path, why);
+		return err;
+	}
+	err = safepath_check_dir(s->dir_fd, s->path, why, sizeof(why));
+	if (err) {
+		log_error("Could not listen on %s: %s", s->path, why);
+		close(s->dir_fd);
+		s->dir_fd = -1;
+	}
+	return err;
+}
+
 /* take_lock holds PATH.lock for as long as the daemon runs, so two daemons never race. */
 static int take_lock(struct server *s)
 {
-	snprintf(s->lock_path, sizeof(s->lock_path), "%s.lock", s->path);
-	s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s->lock_fd < 0) {
-		int err = -errno;
+	const char *name = base_name(s->lock_path);
+	struct stat st;
+	int err;
 
-		log_error("Could not open %s: %s", s->lock_path, strerror(-err));
+	s->lock_fd =
+	    openat(s->dir_fd, name,
+		   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
+	if (s->lock_fd < 0) {
+		err = -errno;
+		log_error("Could not open %s: %s", s->lock_path,
+			  err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 		return err;
 	}
+	/* One planted by another user (in a sticky directory) is not ours to lock or remove. */
+	if (fstat(s->lock_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    st.st_nlink != 1) {
+		log_error("Could not use %s: it is not a regular file of the daemon's own uid %u "
+			  "with one link; remove it",
+			  s->lock_path, (unsigned)geteuid());
+		close(s->lock_fd);
+		s->lock_fd = -1;
+		return -EPERM;
+	}
 	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
-
+		err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
 		log_error("Could not lock %s: %s", s->lock_path,
 			  err == -EADDRINUSE ? "another rocmmemd is using this socket"
 					     : strerror(-err));
@@ -91,37 +137,38 @@ static int take_lock(struct server *s)
 }
 
 /* claim_path refuses a live socket at the path and removes a stale one. */
-static int claim_path(const char *path)
+static int claim_path(const struct server *s)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	const char *name = base_name(s->path);
 	struct stat st;
 	int fd, rc;
 
-	if (lstat(path, &st) < 0)
+	if (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISSOCK(st.st_mode)) {
-		log_error("Could not listen on %s: it exists and is not a socket", path);
+		log_error("Could not listen on %s: it exists and is not a socket", s->path);
 		return -EEXIST;
 	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	memcpy(addr.sun_path, path, strlen(path) + 1);
+	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
 	rc = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
 	close(fd);
 	if (rc == 0 || errno == EPROTOTYPE) {
-		log_error("Could not listen on %s: another daemon is serving it", path);
+		log_error("Could not listen on %s: another daemon is serving it", s->path);
 		return -EADDRINUSE;
 	}
 	if (errno != ECONNREFUSED) {
 		int err = -errno;
 
-		log_error("Could not check the socket at %s: %s", path, strerror(-err));
+		log_error("Could not check the socket at %s: %s", s->path, strerror(-err));
 		return err;
 	}
-	if (unlink(path) < 0 && errno != ENOENT)
+	if (unlinkat(s->dir_fd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
-	log_info("removed the stale socket %s", path);
+	log_info("removed the stale socket %s", s->path);
 	return 0;
 }
 
@@ -265,28 +312,30 @@ static void start_accepting(struct server *s)
 }
 
 /*
- * give_socket hands the socket just bound to its configured owner, group and mode. It was born
- * 0600 (the umask), so nobody else could connect before this.
+ * give_socket hands the socket just bound to its configured owner and group, through the
+ * checked directory and without following a link: its mode came from the umask at bind, so no
+ * path is ever chmod-ed (a chmod by path follows a symbolic link another user renamed over
+ * it). It does not listen yet, so nobody could connect before this.
  */
 static int give_socket(const struct server *s)
 {
 	const struct socket_access *sa = &s->socket_access;
+	const char *name = base_name(s->path);
 	char user[64], group[64];
+	struct stat st;
 
+	if (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode)) {
+		log_error("Could not set up the socket %s: something replaced it after bind",
+			  s->path);
+		return -EEXIST;
+	}
 	if ((sa->uid != geteuid() || sa->gid != getegid()) &&
-	    lchown(s->path, sa->uid, sa->gid) < 0) {
+	    fchownat(s->dir_fd, name, sa->uid, sa->gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = -errno;
 
 		log_error("Could not give the socket %s to user %s, group %s: %s", s->path,
 			  access_user_name(sa->uid, user, sizeof(user)),
 			  access_group_name(sa->gid, group, sizeof(group)), strerror(-err));
-		return err;
-	}
-	if (chmod(s->path, sa->mode) < 0) {
-		int err = -errno;
-
-		log_error("Could not set the mode of the socket %s to %04o: %s", s->path,
-			  (unsigned)sa->mode, strerror(-err));
 		return err;
 	}
 	log_info("socket %s: user %s, group %s, mode %04o", s->path,
@@ -298,16 +347,36 @@ static int give_socket(const struct server *s)
 	return 0;
 }
 
-int server_listen(struct server *s, uv_loop_t *loop, const char *path)
+/* bind_socket creates the listening socket at s->path, born with its configured mode. */
+static int bind_socket(struct server *s)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	bool system = geteuid() == 0;
 	mode_t old_umask;
+	int err, rc;
+
+	s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->listen_fd < 0)
+		return -errno;
+	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
+	/* The inode bind creates takes 0777 less the umask: its mode is set as it is born. */
+	old_umask = umask(~s->socket_access.mode & 0777);
+	rc = bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
+	err = rc < 0 ? -errno : 0;
+	umask(old_umask);
+	if (err)
+		log_error("Could not bind %s: %s", s->path, strerror(-err));
+	return err;
+}
+
+int server_listen(struct server *s, uv_loop_t *loop, const char *path)
+{
+	bool system = geteuid() == 0;
 	int err, rc, fd;
 
 	s->loop = loop;
 	s->listen_fd = -1;
 	s->lock_fd = -1;
+	s->dir_fd = -1;
 	TAILQ_INIT(&s->clients);
 	s->next_client_id = 1;
 	quota_init(&s->quota);
@@ -334,39 +403,31 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 		return 0;
 	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
+	snprintf(s->lock_path, sizeof(s->lock_path), "%s.lock", s->path);
 	err = make_parents(s->path, system ? 0755 : 0700);
+	if (err)
+		return err;
+	err = open_dir(s);
 	if (err)
 		return err;
 	err = take_lock(s);
 	if (err)
-		return err;
-	err = claim_path(s->path);
+		goto fail_dir;
+	err = claim_path(s);
 	if (err)
 		goto fail;
-	s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (s->listen_fd < 0) {
-		err = -errno;
+	err = bind_socket(s);
+	if (err)
 		goto fail;
-	}
-	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
-	/* Born 0600: only its configured owner, group and mode open it to others (give_socket). */
-	old_umask = umask(0177);
-	rc = bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
-	err = rc < 0 ? -errno : 0;
-	umask(old_umask);
-	if (err) {
-		log_error("Could not bind %s: %s", s->path, strerror(-err));
-		goto fail;
-	}
 	err = give_socket(s);
 	if (err) {
-		unlink(s->path);
+		unlinkat(s->dir_fd, base_name(s->path), 0);
 		goto fail;
 	}
 	if (listen(s->listen_fd, SOMAXCONN) < 0) {
 		err = -errno;
 		log_error("Could not listen on %s: %s", s->path, strerror(-err));
-		unlink(s->path);
+		unlinkat(s->dir_fd, base_name(s->path), 0);
 		goto fail;
 	}
 	start_accepting(s);
@@ -376,9 +437,12 @@ fail:
 		close(s->listen_fd);
 	s->listen_fd = -1;
 	/* The lock is ours (take_lock succeeded): leave no trace of a failed start. */
-	unlink(s->lock_path);
+	unlinkat(s->dir_fd, base_name(s->lock_path), 0);
 	close(s->lock_fd);
 	s->lock_fd = -1;
+fail_dir:
+	close(s->dir_fd);
+	s->dir_fd = -1;
 	return err;
 }
 
@@ -399,16 +463,19 @@ static void stop_listening(struct server *s)
 	/* A passed socket's path is systemd's: it removes it (RemoveOnStop=) or keeps queueing
 	 * connections on it for the next start. */
 	if (!s->activated)
-		unlink(s->path);
+		unlinkat(s->dir_fd, base_name(s->path), 0);
 	uv_poll_stop(&s->listen_poll);
 	uv_close((uv_handle_t *)&s->listen_poll, on_listen_closed);
 	uv_close((uv_handle_t *)&s->accept_pause, NULL);
 	handshake_stop(&s->handshake);
 	if (s->lock_fd >= 0) {
-		unlink(s->lock_path);
+		unlinkat(s->dir_fd, base_name(s->lock_path), 0);
 		close(s->lock_fd);
 		s->lock_fd = -1;
 	}
+	if (s->dir_fd >= 0)
+		close(s->dir_fd);
+	s->dir_fd = -1;
 }
 
 /*
