@@ -71,6 +71,7 @@ struct adopt_job {
 	uint64_t request_id;
 	uint64_t lease_id;
 	uint64_t model_id;
+	bool fd; /* counted by quota_fd_admit until it is a lease (or is not taken over) */
 };
 
 int adopt_state_path(const char *explicit, const char *socket, bool activated, char *out,
@@ -581,7 +582,7 @@ static int memfd_matches(const struct statefile_record *r, int fd, char *why, si
 }
 
 static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, struct pending *p,
-		    const struct backend_alloc *alloc, uint64_t model_id)
+		    const struct backend_alloc *alloc, uint64_t model_id, bool fd)
 {
 	struct adopt *ad = a->adopt;
 	struct device *d = &a->devices[p->rec.device];
@@ -591,6 +592,8 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 
 	if (!l || idtable_fill(&a->leases.ids, p->rec.id, l) < 0) {
 		free(l);
+		if (fd)
+			quota_fd_release(a->server, c);
 		/* The memory goes back as for a release; the record with it. */
 		device_hold_to_lease(d, p->rec.size);
 		arbiter_free_allocation(a, d->index, alloc);
@@ -644,6 +647,9 @@ static void adopt_job_done(struct job *job)
 		backend_alloc_close_fds(&job->alloc);
 	if (p)
 		p->adopting = false;
+	/* Every outcome but a lease taken over gives back what was counted for it. */
+	if (j->fd && (!p || p->gone || job->err || c->closing || a->server->stopping))
+		quota_fd_release(a->server, c);
 	if (!p || p->gone) {
 		/* Cannot happen (nothing else settles a record while it is being imported): the
 		 * memory goes back all the same, accounted for as long as that takes. */
@@ -668,7 +674,7 @@ static void adopt_job_done(struct job *job)
 		p->gone = true;
 		ad->open--;
 	} else {
-		adopted(a, c, j->request_id, p, &job->alloc, j->model_id);
+		adopted(a, c, j->request_id, p, &job->alloc, j->model_id, j->fd);
 	}
 	client_job_end(c);
 	free(j);
@@ -681,6 +687,7 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	struct adopt_job *j;
 	struct pending *p;
 	char why[256];
+	bool fd;
 	int err;
 
 	if (a->server->stopping) {
@@ -720,11 +727,18 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 			goto close;
 		}
 	}
+	/* A memfd taken over is kept like a granted one: it counts against the fd limit. */
+	fd = device_keeps_fds(&a->devices[p->rec.device]);
+	if (fd && quota_fd_admit(a->server, c, request_id, true) < 0)
+		goto close;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
+		if (fd)
+			quota_fd_release(a->server, c);
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		goto close;
 	}
+	j->fd = fd;
 	j->arbiter = a;
 	j->client = c;
 	j->request_id = request_id;
@@ -748,6 +762,8 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	client_job_start(c);
 	if (job_submit(a->loop, &j->job) < 0) {
 		p->adopting = false;
+		if (fd)
+			quota_fd_release(a->server, c);
 		client_reply_error(c, request_id, -EAGAIN, "Could not queue the import");
 		client_job_end(c);
 		j->job.alloc.nfds = 0; /* still the caller's: closed below */

@@ -352,7 +352,7 @@ static void out_limits(struct out *o, const struct server *s)
 		uint64_t x;
 		bool unlimited;
 
-		limit_value(&s->limits, (enum limit_id)i, &x, &unlimited);
+		limit_value(s, (enum limit_id)i, &x, &unlimited);
 		if (unlimited || i == LIMIT_HANDSHAKE_TIMEOUT)
 			continue;
 		v = uval(x);

@@ -23,8 +23,10 @@
 #include "service.h"
 #include "size.h"
 
-/* How long to stop accepting after running out of file descriptors. */
+/* How long to stop accepting after accept failed for want of memory (or of a spare fd). */
 #define ACCEPT_PAUSE_MS 100
+/* At most one line about accept failures this often; the lines held back are counted. */
+#define ACCEPT_LOG_INTERVAL_MS 10000
 
 uint64_t server_uptime_ms(const struct server *s)
 {
@@ -248,6 +250,65 @@ static int admit(struct server *s, int fd, const struct peer *p)
 	return 0;
 }
 
+/* note_accept_failure logs a failed accept, at most once per ACCEPT_LOG_INTERVAL_MS. */
+static void note_accept_failure(struct server *s, int err, const char *what)
+{
+	uint64_t now = uv_now(s->loop);
+
+	if (s->accept_log_ms && now - s->accept_log_ms < ACCEPT_LOG_INTERVAL_MS) {
+		s->accept_held++;
+		return;
+	}
+	if (s->accept_held)
+		log_warn("Could not accept a connection: %s; %s (and %llu more time(s) in the last "
+			 "%.3g s)",
+			 strerror(err), what, s->accept_held,
+			 (double)(now - s->accept_log_ms) / 1000.0);
+	else
+		log_warn("Could not accept a connection: %s; %s", strerror(err), what);
+	s->accept_log_ms = now ? now : 1;
+	s->accept_held = 0;
+}
+
+/*
+ * shed_connection takes one waiting connection with the spare descriptor when the daemon has
+ * none left, tells it why it is refused and closes it, then sets a spare aside again: the
+ * listening socket never stays readable with nobody able to accept. Returns 1 when one was
+ * refused (accept again), 0 when none was waiting, -1 when it could not (pause).
+ */
+static int shed_connection(struct server *s, int err)
+{
+	struct fd_caps k;
+	char text[320];
+	int fd, why;
+
+	if (s->reserve_fd < 0)
+		s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (s->reserve_fd < 0)
+		return -1;
+	close(s->reserve_fd);
+	fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	why = errno;
+	if (fd >= 0) {
+		quota_fd_caps(s, &k);
+		snprintf(text, sizeof(text),
+			 "the daemon has no file descriptor left for another connection (its limit "
+			 "is %" PRIu64 "; %u connections, %" PRIu64
+			 " host leases; descriptors): try again later, or raise rocmmemd's "
+			 "LimitNOFILE= (ulimit -n)",
+			 k.limit, s->client_count, s->quota.fd_leases);
+		refuse_connection(s, fd, -EMFILE, text);
+		close(fd);
+		s->quota.hits[LIMIT_DESCRIPTORS]++;
+		note_accept_failure(s, err, "refused it with the spare descriptor");
+	}
+	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 || why == EINTR || why == ECONNABORTED)
+		return 1;
+	/* Nothing was waiting after all; anything else (a worker took the spare): pause. */
+	return why == EAGAIN || why == EWOULDBLOCK ? 0 : -1;
+}
+
 static void on_accept(uv_poll_t *handle, int status, int events)
 {
 	struct server *s = handle->data;
@@ -268,10 +329,18 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
-			/* Out of fds or memory: the socket stays readable, so pause instead of
-			 * spinning, and let releases free something meanwhile. */
-			log_warn("Could not accept a connection: %s; pausing %d ms",
-				 strerror(errno), ACCEPT_PAUSE_MS);
+			err = errno;
+			if (err == EMFILE || err == ENFILE) {
+				int shed = shed_connection(s, err);
+
+				if (shed > 0)
+					continue;
+				if (shed == 0)
+					return;
+			}
+			/* Out of memory, or of fds with no spare: the socket stays readable, so
+			 * pause instead of spinning, and let releases free something meanwhile. */
+			note_accept_failure(s, err, "pausing 100 ms");
 			uv_poll_stop(&s->listen_poll);
 			uv_timer_start(&s->accept_pause, on_accept_resume, ACCEPT_PAUSE_MS, 0);
 			return;
@@ -300,6 +369,11 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 /* start_accepting watches the listening socket. */
 static void start_accepting(struct server *s)
 {
+	/* Set aside before counting what the daemon keeps for itself (quota_fd_init). */
+	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (s->reserve_fd < 0)
+		log_warn("Could not set a spare descriptor aside: %s", strerror(errno));
+	quota_fd_init(&s->quota);
 	uv_poll_init(s->loop, &s->listen_poll, s->listen_fd);
 	s->listen_poll.data = s;
 	uv_timer_init(s->loop, &s->accept_pause);
@@ -377,6 +451,7 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 	s->listen_fd = -1;
 	s->lock_fd = -1;
 	s->dir_fd = -1;
+	s->reserve_fd = -1;
 	TAILQ_INIT(&s->clients);
 	s->next_client_id = 1;
 	quota_init(&s->quota);
@@ -476,6 +551,9 @@ static void stop_listening(struct server *s)
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
 	s->dir_fd = -1;
+	if (s->reserve_fd >= 0)
+		close(s->reserve_fd);
+	s->reserve_fd = -1;
 }
 
 /*

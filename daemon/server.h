@@ -49,7 +49,11 @@ struct server {
 	int lock_fd;
 	int dir_fd; /* the socket's directory, checked (safepath.h); -1 when socket-activated */
 	uv_poll_t listen_poll;
-	uv_timer_t accept_pause; /* resumes accepting after the fd limit was hit */
+	uv_timer_t accept_pause; /* resumes accepting after accept failed for want of memory */
+	int reserve_fd;		 /* a spare descriptor (/dev/null): freed to refuse a connection
+				  * when the daemon has none left, so accept never starves */
+	uint64_t accept_log_ms;	 /* when the last accept failure was logged */
+	unsigned long long accept_held; /* accept failures since, not logged */
 	bool listening;
 	bool activated; /* the socket came from systemd: its path and lifetime are systemd's */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
