@@ -160,9 +160,12 @@ static void test_leases_capped(void **state)
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	assert_int_equal(hostile_limit_hits("descriptors", &limit), hits_before + 2);
 	assert_int_equal(limit, NOFILE);
-	/* Its leases go with its connection: the next one is granted again. */
+	/* Its leases go with its connection, and every share is whole again: the same uid's
+	 * other connection now gets exactly as many. */
 	close(hog);
 	hostile_assert_healthy_with(0, 0, 1);
+	assert_int_equal(take_until_refused(same, &id, message, sizeof(message)), held);
+	assert_non_null(strstr(message, "this connection holds"));
 	close(same);
 	hostile_assert_healthy();
 }
