@@ -58,7 +58,8 @@ struct adopt {
 	bool timer_init;
 	bool grace_over;
 	struct pending_set leases, models;
-	size_t open; /* pending records not adopted or forgotten yet */
+	size_t open;		   /* pending records not adopted or forgotten yet */
+	uint64_t issued_model_ids; /* model ids below it were handed out by an earlier daemon */
 	char why_full[256];
 };
 
@@ -70,6 +71,7 @@ struct adopt_job {
 	uint64_t request_id;
 	uint64_t lease_id;
 	uint64_t model_id;
+	bool fd; /* counted by quota_fd_admit until it is a lease (or is not taken over) */
 };
 
 int adopt_state_path(const char *explicit, const char *socket, bool activated, char *out,
@@ -205,6 +207,7 @@ static int load(struct adopt *ad)
 	struct arbiter *a = ad->arbiter;
 	uint32_t cap = statefile_capacity(&ad->file), bad = 0;
 	uint64_t held[BACKEND_MAX_DEVICES] = {0};
+	int err;
 
 	ad->leases.v = calloc(ad->file.loaded ? ad->file.loaded : 1, sizeof(struct pending));
 	ad->models.v = calloc(ad->file.loaded ? ad->file.loaded : 1, sizeof(struct pending));
@@ -244,8 +247,13 @@ static int load(struct adopt *ad)
 				statefile_clear(&ad->file, p->slot);
 				continue;
 			}
-			if (idtable_reserve(ids, p->rec.id) < 0)
-				return -ENOMEM;
+			err = idtable_reserve(ids, p->rec.id);
+			if (err == -ENOMEM)
+				return err;
+			if (err) { /* cannot be: plausible ids, sorted, each once */
+				statefile_clear(&ad->file, p->slot);
+				continue;
+			}
 			if (k == 0)
 				device_hold(&a->devices[p->rec.device], p->rec.size);
 			else
@@ -261,6 +269,7 @@ static int load(struct adopt *ad)
 	idtable_skip_to(&a->models, statefile_next_model_id(&ad->file));
 	statefile_set_next_lease_id(&ad->file, a->leases.ids.next_id);
 	statefile_set_next_model_id(&ad->file, a->models.next_id);
+	ad->issued_model_ids = a->models.next_id;
 	for (unsigned i = 0; i < a->ndevices; i++) {
 		const struct device *d = &a->devices[i];
 		char h[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
@@ -286,6 +295,7 @@ int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms)
 	ad->arbiter = a;
 	ad->grace_ms = grace_ms;
 	ad->file.fd = -1;
+	ad->file.dir_fd = -1;
 	a->adopt = ad;
 	if (!path) {
 		log_info("no state file: leases will not survive a restart of the daemon");
@@ -572,7 +582,7 @@ static int memfd_matches(const struct statefile_record *r, int fd, char *why, si
 }
 
 static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, struct pending *p,
-		    const struct backend_alloc *alloc, uint64_t model_id)
+		    const struct backend_alloc *alloc, uint64_t model_id, bool fd)
 {
 	struct adopt *ad = a->adopt;
 	struct device *d = &a->devices[p->rec.device];
@@ -582,6 +592,8 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 
 	if (!l || idtable_fill(&a->leases.ids, p->rec.id, l) < 0) {
 		free(l);
+		if (fd)
+			quota_fd_release(a->server, c);
 		/* The memory goes back as for a release; the record with it. */
 		device_hold_to_lease(d, p->rec.size);
 		arbiter_free_allocation(a, d->index, alloc);
@@ -635,6 +647,9 @@ static void adopt_job_done(struct job *job)
 		backend_alloc_close_fds(&job->alloc);
 	if (p)
 		p->adopting = false;
+	/* Every outcome but a lease taken over gives back what was counted for it. */
+	if (j->fd && (!p || p->gone || job->err || c->closing || a->server->stopping))
+		quota_fd_release(a->server, c);
 	if (!p || p->gone) {
 		/* Cannot happen (nothing else settles a record while it is being imported): the
 		 * memory goes back all the same, accounted for as long as that takes. */
@@ -659,7 +674,7 @@ static void adopt_job_done(struct job *job)
 		p->gone = true;
 		ad->open--;
 	} else {
-		adopted(a, c, j->request_id, p, &job->alloc, j->model_id);
+		adopted(a, c, j->request_id, p, &job->alloc, j->model_id, j->fd);
 	}
 	client_job_end(c);
 	free(j);
@@ -672,6 +687,7 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	struct adopt_job *j;
 	struct pending *p;
 	char why[256];
+	bool fd;
 	int err;
 
 	if (a->server->stopping) {
@@ -711,11 +727,18 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 			goto close;
 		}
 	}
+	/* A memfd taken over is kept like a granted one: it counts against the fd limit. */
+	fd = device_keeps_fds(&a->devices[p->rec.device]);
+	if (fd && quota_fd_admit(a->server, c, request_id, true) < 0)
+		goto close;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
+		if (fd)
+			quota_fd_release(a->server, c);
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		goto close;
 	}
+	j->fd = fd;
 	j->arbiter = a;
 	j->client = c;
 	j->request_id = request_id;
@@ -739,6 +762,8 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	client_job_start(c);
 	if (job_submit(a->loop, &j->job) < 0) {
 		p->adopting = false;
+		if (fd)
+			quota_fd_release(a->server, c);
 		client_reply_error(c, request_id, -EAGAIN, "Could not queue the import");
 		client_job_end(c);
 		j->job.alloc.nfds = 0; /* still the caller's: closed below */
@@ -785,8 +810,14 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	matched = p && !p->gone && p->rec.uid == (uint32_t)c->uid &&
 		  p->rec.pid == (int32_t)c->pid && p->rec.device == dev &&
 		  strcmp(p->rec.tag, req->name) == 0;
-	/* Its old id when its record is its own, or when no record and no model holds it. */
-	if (matched || (prev && !(p && !p->gone) && !residency_find(a, prev)))
+	/*
+	 * Its old id only when the state file backs it: its own record, or, for a model that had
+	 * no reservation (and so no record), an id an earlier daemon handed out that no record
+	 * and no model holds. Any other id (0, one never issued, another's) is not the client's
+	 * to pick: it gets a fresh one, which librocmmem maps.
+	 */
+	if (matched || (ad && prev && prev < ad->issued_model_ids && !(p && !p->gone) &&
+			!residency_find(a, prev)))
 		want = prev;
 	reg.has_device = true;
 	reg.device = dev;

@@ -321,6 +321,8 @@ void arbiter_lease_destroy(struct arbiter *a, struct lease *l)
 
 	if (l->model)
 		l->model->lease_bytes -= l->size;
+	if (device_keeps_fds(&a->devices[l->device]))
+		quota_fd_release(a->server, c);
 	adopt_lease_gone(a, l);
 	lease_table_remove(&a->leases, l);
 	TAILQ_REMOVE(&c->leases, l, client_link);
@@ -383,7 +385,12 @@ static void grant_done(struct job *job)
 	struct device *d = &a->devices[job->device];
 	char sz[SIZE_FORMAT_MAX], who[128];
 	struct lease *l = NULL;
+	bool fd = device_keeps_fds(d);
+	int err;
 
+	/* No lease comes of it on every path but the last: what grant counted goes back. */
+	if (fd && (job->err || c->closing || d->lost))
+		quota_fd_release(a->server, c);
 	if (job->err) {
 		struct refused r = {
 		    .device = d->index, .bytes = job->size, .waited_ms = g->waited_ms};
@@ -412,10 +419,15 @@ static void grant_done(struct job *job)
 		goto out;
 	}
 	l = calloc(1, sizeof(*l));
-	if (!l || lease_table_add(&a->leases, l) < 0) {
+	err = l ? lease_table_add(&a->leases, l) : -ENOMEM;
+	if (err) {
 		free(l);
 		free_allocation(a, d->index, &job->alloc);
-		client_reply_error(c, g->request_id, -ENOMEM, "the daemon is out of memory");
+		if (fd)
+			quota_fd_release(a->server, c);
+		client_reply_error(c, g->request_id, err,
+				   err == -EOVERFLOW ? "the daemon has handed out every lease id"
+						     : "the daemon is out of memory");
 		goto out;
 	}
 	l->device = d->index;
@@ -451,9 +463,16 @@ out:
 static void grant(struct arbiter *a, struct client *c, uint64_t request_id, struct device *d,
 		  uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms)
 {
-	struct grant_job *g = calloc(1, sizeof(*g));
+	bool fd = device_keeps_fds(d);
+	struct grant_job *g;
 
+	/* Counted from here until it is a lease and that lease is gone (or it fails). */
+	if (fd && quota_fd_admit(a->server, c, request_id, true) < 0)
+		return;
+	g = calloc(1, sizeof(*g));
 	if (!g) {
+		if (fd)
+			quota_fd_release(a->server, c);
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		return;
 	}
@@ -473,6 +492,8 @@ static void grant(struct arbiter *a, struct client *c, uint64_t request_id, stru
 	client_job_start(c);
 	if (job_submit(a->loop, &g->job) < 0) {
 		device_uncharge(d, size);
+		if (fd)
+			quota_fd_release(a->server, c);
 		client_reply_error(c, request_id, -EAGAIN, "Could not queue the allocation");
 		client_job_end(c);
 		free(g);
@@ -659,6 +680,9 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		    lim->max_leases);
 		return;
 	}
+	/* Refused now rather than after waiting; grant checks again (and counts it). */
+	if (device_keeps_fds(d) && quota_fd_admit(a->server, c, request_id, false) < 0)
+		return;
 	memset(&w, 0, sizeof(w));
 	w.kind = WAIT_LEASE;
 	if (req->has_model_id && req->model_id != 0) {

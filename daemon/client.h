@@ -53,6 +53,7 @@ struct client {
 	struct subscription sub;     /* telemetry it subscribed to, if any */
 	bool feed_blocked;  /* telemetry found its socket full: wake the feed when it drains */
 	unsigned jobs;	    /* backend jobs in flight for this client: they keep it allocated */
+	unsigned fd_leases; /* host leases held or being granted: an fd each (quota_fd_admit) */
 	bool handle_closed; /* libuv is done with the poll handle */
 	TAILQ_ENTRY(client) link;
 	struct peer peer;	      /* who connected: groups, pidfd (access.h) */

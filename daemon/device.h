@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "model.h"
 #include "queue.h"
+#include "rocmmem.pb-c.h"
 #include "telemetry.h"
 
 struct budget_config {
@@ -52,6 +53,16 @@ struct device {
 	struct telemetry_sample telemetry;
 	uint64_t telemetry_ms;
 };
+
+/*
+ * device_keeps_fds says whether a lease on d keeps a file descriptor in the daemon for its
+ * whole life (a host memfd, handed out again at adoption and punched at release): those count
+ * against the descriptor limit (quota_fd_admit). GPU leases' fds are sent and closed.
+ */
+static inline bool device_keeps_fds(const struct device *d)
+{
+	return d->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD;
+}
 
 /*
  * device_budget computes a device's budget from its total and the configuration: --budget if

@@ -71,9 +71,11 @@ static int make_room(struct idtable *t)
 	return 0;
 }
 
-/* append adds a slot for id, which is at least next_id. */
+/* append adds a slot for id, which must be a valid id at least next_id (above every slot). */
 static int append(struct idtable *t, uint64_t id, void *item)
 {
+	if (id == 0 || id > IDTABLE_MAX_ID || id < t->next_id)
+		return -EINVAL;
 	if (make_room(t) < 0)
 		return -ENOMEM;
 	t->slots[t->len].id = id;
@@ -86,7 +88,11 @@ static int append(struct idtable *t, uint64_t id, void *item)
 
 int idtable_add(struct idtable *t, void *item, uint64_t *id)
 {
-	int err = append(t, t->next_id, item);
+	int err;
+
+	if (t->next_id > IDTABLE_MAX_ID)
+		return -EOVERFLOW;
+	err = append(t, t->next_id, item);
 
 	if (err)
 		return err;
@@ -117,21 +123,28 @@ void *idtable_next(const struct idtable *t, uint64_t after_id, uint64_t *id)
 	return NULL;
 }
 
-void idtable_remove(struct idtable *t, uint64_t id)
+/* clear turns slot i into a tombstone. */
+static void clear(struct idtable *t, size_t i)
 {
-	size_t i = lower_bound(t, id);
-
-	assert(i < t->len && t->slots[i].id == id && t->slots[i].item &&
-	       t->slots[i].item != RESERVED);
 	t->slots[i].item = NULL;
 	t->count--;
 	if (t->len >= 64 && t->len > 2 * t->count)
 		compact(t);
 }
 
+int idtable_remove(struct idtable *t, uint64_t id)
+{
+	size_t i = lower_bound(t, id);
+
+	if (i >= t->len || t->slots[i].id != id || !t->slots[i].item ||
+	    t->slots[i].item == RESERVED)
+		return -ENOENT;
+	clear(t, i);
+	return 0;
+}
+
 int idtable_reserve(struct idtable *t, uint64_t id)
 {
-	assert(id >= t->next_id && id < UINT64_MAX);
 	return append(t, id, RESERVED);
 }
 
@@ -145,25 +158,23 @@ int idtable_fill(struct idtable *t, uint64_t id, void *item)
 	return 0;
 }
 
-void idtable_unreserve(struct idtable *t, uint64_t id)
+int idtable_unreserve(struct idtable *t, uint64_t id)
 {
 	size_t i = lower_bound(t, id);
 
-	assert(i < t->len && t->slots[i].id == id && t->slots[i].item == RESERVED);
-	t->slots[i].item = NULL;
-	t->count--;
-	if (t->len >= 64 && t->len > 2 * t->count)
-		compact(t);
+	if (i >= t->len || t->slots[i].id != id || t->slots[i].item != RESERVED)
+		return -ENOENT;
+	clear(t, i);
+	return 0;
 }
 
 int idtable_insert(struct idtable *t, uint64_t id, void *item)
 {
 	size_t i;
 
-	if (id == 0 || id == UINT64_MAX)
+	/* At or above next_id it would move the counter: a caller's choice never does. */
+	if (id == 0 || id >= t->next_id)
 		return -EINVAL;
-	if (id >= t->next_id)
-		return append(t, id, item);
 	i = lower_bound(t, id);
 	if (i < t->len && t->slots[i].id == id) {
 		if (t->slots[i].item)

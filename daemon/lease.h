@@ -37,7 +37,7 @@ struct lease_table {
 void lease_table_init(struct lease_table *t);
 /* lease_table_finish frees the index; the table must be empty. */
 void lease_table_finish(struct lease_table *t);
-/* lease_table_add gives l a fresh id and indexes it. Returns 0 or -ENOMEM. */
+/* lease_table_add gives l a fresh id and indexes it. Returns 0, -ENOMEM or -EOVERFLOW. */
 int lease_table_add(struct lease_table *t, struct lease *l);
 /* lease_table_find returns the live lease with this id or NULL. */
 struct lease *lease_table_find(const struct lease_table *t, uint64_t id);

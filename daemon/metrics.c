@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "client.h"
 #include "log.h"
 #include "quota.h"
+#include "safepath.h"
 #include "server.h"
 #include "version.h"
 
@@ -350,7 +352,7 @@ static void out_limits(struct out *o, const struct server *s)
 		uint64_t x;
 		bool unlimited;
 
-		limit_value(&s->limits, (enum limit_id)i, &x, &unlimited);
+		limit_value(s, (enum limit_id)i, &x, &unlimited);
 		if (unlimited || i == LIMIT_HANDSHAKE_TIMEOUT)
 			continue;
 		v = uval(x);
@@ -508,9 +510,9 @@ struct metrics_write {
 	struct metrics_file *file;
 	char *text;
 	size_t len;
-	char tmp[PATH_MAX];
-	int err;	  /* 0 or a negative errno */
-	const char *step; /* what failed, for the log */
+	char tmp[NAME_MAX + 1]; /* in the file's directory */
+	int err;		/* 0 or a negative errno */
+	const char *step;	/* what failed, for the log */
 };
 
 static int write_all(int fd, const char *p, size_t len)
@@ -529,23 +531,50 @@ static int write_all(int fd, const char *p, size_t len)
 }
 
 /*
- * write_work runs on a worker thread and touches only the job and the file's paths, which do
- * not change while it runs. No fsync: the file is rewritten every interval and a reader needs
- * only the rename's atomicity, not durability across a power cut.
+ * create_temp creates a new file ".NAME.XXXXXXXX" (random hex) beside the metrics file: never
+ * an existing one (O_EXCL), never through a link (O_NOFOLLOW; O_EXCL alone refuses one too).
+ * Returns the fd (name in tmp), or a negative errno.
+ */
+static int create_temp(const struct metrics_file *mf, int dir_fd, char *tmp, size_t len)
+{
+	for (int tries = 0; tries < 16; tries++) {
+		uint32_t r = 0;
+		int fd;
+
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+			r = (uint32_t)rand() ^ (uint32_t)tries;
+		if (snprintf(tmp, len, ".%s.%08x", mf->base, (unsigned)r) >= (int)len)
+			return -ENAMETOOLONG;
+		fd = openat(dir_fd, tmp,
+			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
+/*
+ * write_work runs on a worker thread and touches only the job and the file's directory and
+ * name, which do not change while it runs. No fsync: the file is rewritten every interval and
+ * a reader needs only the rename's atomicity, not durability across a power cut.
  */
 static void write_work(uv_work_t *work)
 {
 	struct metrics_write *w = work->data;
-	int fd;
+	struct metrics_file *mf = w->file;
+	const char *base;
+	char why[256];
+	int dir_fd = safepath_open_dir(mf->path, &base, why, sizeof(why));
+	int fd = dir_fd < 0 ? dir_fd : create_temp(mf, dir_fd, w->tmp, sizeof(w->tmp));
 
-	snprintf(w->tmp, sizeof(w->tmp), "%s", w->file->tmp_template);
-	fd = mkostemp(w->tmp, O_CLOEXEC);
 	if (fd < 0) {
-		w->err = -errno;
+		w->err = fd;
 		w->step = "could not create a temporary file beside it";
+		if (dir_fd >= 0)
+			close(dir_fd);
 		return;
 	}
-	/* mkostemp makes it 0600: node_exporter usually runs as another user. */
+	/* Created 0600 (whatever the umask): node_exporter usually runs as another user. */
 	if (fchmod(fd, 0644) < 0) {
 		w->err = -errno;
 		w->step = "could not make the temporary file readable";
@@ -556,21 +585,29 @@ static void write_work(uv_work_t *work)
 		w->err = -errno;
 		w->step = "could not write the temporary file";
 	}
-	if (w->err == 0 && rename(w->tmp, w->file->path) < 0) {
+	/* In the directory the temporary file is in, whatever became of the path meanwhile. */
+	if (w->err == 0 && renameat(dir_fd, w->tmp, dir_fd, base) < 0) {
 		w->err = -errno;
 		w->step = "could not rename the temporary file over it";
 	}
 	if (w->err)
-		unlink(w->tmp);
+		unlinkat(dir_fd, w->tmp, 0);
+	close(dir_fd);
 }
 
 static void remove_file(struct metrics_file *mf)
 {
+	const char *base;
+	char why[256];
+	int dir_fd = safepath_open_dir(mf->path, &base, why, sizeof(why));
+
 	/* At stop: the loop has nothing left to serve, so this one unlink may block it. */
-	if (unlink(mf->path) == 0)
+	if (dir_fd >= 0 && unlinkat(dir_fd, base, 0) == 0)
 		log_debug("removed the metrics file %s", mf->path);
-	else if (errno != ENOENT)
+	else if (dir_fd >= 0 && errno != ENOENT)
 		log_warn("Could not remove the metrics file %s: %s", mf->path, strerror(errno));
+	if (dir_fd >= 0)
+		close(dir_fd);
 }
 
 /* note_result logs a failed rewrite once per distinct error, and the recovery once. */
@@ -649,10 +686,9 @@ static void on_tick(uv_timer_t *timer)
 int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interval_ms, char *why,
 		      size_t why_len)
 {
-	char dir[PATH_MAX], probe[PATH_MAX];
-	const char *slash, *base;
+	char probe[NAME_MAX + 1];
 	struct stat st;
-	int fd, err;
+	int dir_fd, fd, err;
 
 	memset(mf, 0, sizeof(*mf));
 	mf->interval_ms = interval_ms;
@@ -660,52 +696,27 @@ int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interv
 		snprintf(why, why_len, "the path is too long");
 		return -ENAMETOOLONG;
 	}
-	slash = strrchr(path, '/');
-	base = slash ? slash + 1 : path;
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == path)
-		snprintf(dir, sizeof(dir), "/");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	if (base[0] == '\0') {
-		snprintf(why, why_len, "it names a directory, not a file");
-		return -EISDIR;
+	dir_fd = safepath_open_dir(mf->path, &mf->base, why, why_len);
+	if (dir_fd < 0) {
+		if (dir_fd == -EISDIR)
+			snprintf(why, why_len, "it names a directory, not a file");
+		return dir_fd;
 	}
-	if (stat(dir, &st) < 0) {
-		err = -errno;
-		if (err == -ENOENT)
-			snprintf(why, why_len, "its directory %s does not exist", dir);
-		else
-			snprintf(why, why_len, "could not use its directory %s: %s", dir,
-				 strerror(-err));
-		return err;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(why, why_len, "%s is not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+	err = 0;
+	if (fstatat(dir_fd, mf->base, &st, 0) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(why, why_len, "it is a directory");
-		return -EISDIR;
+		err = -EISDIR;
+	} else if ((fd = create_temp(mf, dir_fd, probe, sizeof(probe))) < 0) {
+		/* Whether it may create files there is best learnt by creating one. */
+		err = fd;
+		snprintf(why, why_len, "could not create a file in the directory of %s: %s", path,
+			 strerror(-err));
+	} else {
+		close(fd);
+		unlinkat(dir_fd, probe, 0);
 	}
-	/* A hidden name without .prom: node_exporter reads only *.prom files. */
-	if (snprintf(mf->tmp_template, sizeof(mf->tmp_template), "%s/.%s.XXXXXX", dir, base) >=
-	    (int)sizeof(mf->tmp_template)) {
-		snprintf(why, why_len, "the path is too long");
-		return -ENAMETOOLONG;
-	}
-	/* Whether it may create files there is best learnt by creating one. */
-	snprintf(probe, sizeof(probe), "%s", mf->tmp_template);
-	fd = mkostemp(probe, O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		snprintf(why, why_len, "could not create a file in %s: %s", dir, strerror(-err));
-		return err;
-	}
-	close(fd);
-	unlink(probe);
-	return 0;
+	close(dir_fd);
+	return err;
 }
 
 int metrics_file_start(struct metrics_file *mf, struct server *s, uv_loop_t *loop)

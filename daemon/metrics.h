@@ -51,7 +51,7 @@ struct metrics_file {
 	uv_timer_t timer;
 	uint64_t interval_ms;
 	char path[PATH_MAX];
-	char tmp_template[PATH_MAX]; /* "DIR/.NAME.XXXXXX" */
+	const char *base; /* the file's name in its directory (inside path) */
 	bool running;
 	bool remove_pending;	     /* stopped while a write was in flight: remove after it */
 	struct metrics_write *write; /* in flight, or NULL: one at a time */
@@ -62,8 +62,10 @@ struct metrics_file {
 
 /*
  * metrics_file_open checks that path can be written: a name ending in ".prom" in an existing
- * directory where the daemon may create files, and not a directory itself. Nothing is left
- * behind. Returns 0, or a negative errno with the reason in why.
+ * directory where the daemon may create files, and not a directory itself. Each rewrite opens
+ * the directory (which may have been replaced meanwhile) and works relative to it: a new
+ * temporary file there (never an existing one, never through a link), renamed over the name.
+ * Nothing is left behind. Returns 0, or a negative errno with the reason in why.
  */
 int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interval_ms, char *why,
 		      size_t why_len);

@@ -9,8 +9,10 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "client.h"
 #include "report.h"
@@ -29,6 +31,7 @@ static const char *const names[LIMIT_COUNT] = {
     [LIMIT_MESSAGE_SIZE] = "message_size",
     [LIMIT_HANDSHAKE_TIMEOUT] = "handshake_timeout",
     [LIMIT_SUBSCRIBERS] = "subscribers",
+    [LIMIT_DESCRIPTORS] = "descriptors",
 };
 
 const char *limit_name(enum limit_id id)
@@ -36,8 +39,10 @@ const char *limit_name(enum limit_id id)
 	return (unsigned)id < LIMIT_COUNT ? names[id] : "?";
 }
 
-void limit_value(const struct limits *l, enum limit_id id, uint64_t *value, bool *unlimited)
+void limit_value(const struct server *s, enum limit_id id, uint64_t *value, bool *unlimited)
 {
+	const struct limits *l = &s->limits;
+
 	*unlimited = false;
 	switch (id) {
 	case LIMIT_CLIENTS:
@@ -68,8 +73,11 @@ void limit_value(const struct limits *l, enum limit_id id, uint64_t *value, bool
 	case LIMIT_HANDSHAKE_TIMEOUT:
 		*value = l->handshake_timeout_ms;
 		break;
-	default:
+	case LIMIT_SUBSCRIBERS:
 		*value = l->max_subscribers;
+		break;
+	default:
+		*value = s->quota.fd_limit;
 		break;
 	}
 }
@@ -141,6 +149,7 @@ void quota_detach(struct quota *q, struct client *c)
 	if (!u)
 		return;
 	TAILQ_REMOVE(&u->clients, c, uid_link);
+	u->fd_leases -= c->fd_leases; /* what it still holds is given back to the total only */
 	c->account = NULL;
 	/* Uids come and go: an account lives as long as one of its connections. */
 	if (--u->connections == 0) {
@@ -218,9 +227,103 @@ void quota_report(struct quota_report *r, const struct server *s)
 		rocmmem__wire__limit_info__init(o);
 		o->name = (char *)names[i];
 		o->has_value = o->has_unlimited = o->has_hits = true;
-		limit_value(&s->limits, (enum limit_id)i, &o->value, &unlimited);
+		limit_value(s, (enum limit_id)i, &o->value, &unlimited);
 		o->unlimited = unlimited;
 		o->hits = s->quota.hits[i];
 		r->ptrs[i] = o;
 	}
+}
+
+void quota_fd_init(struct quota *q)
+{
+	struct rlimit rl = {0};
+	uint64_t open_now = 16; /* a guess for when /proc cannot tell */
+	DIR *d = opendir("/proc/self/fd");
+
+	if (d) {
+		struct dirent *e;
+
+		open_now = 0;
+		while ((e = readdir(d)))
+			open_now += e->d_name[0] != '.';
+		open_now--; /* the directory being read */
+		closedir(d);
+	}
+	q->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+			  ? (uint64_t)rl.rlim_cur
+			  : UINT32_MAX;
+	q->fd_own = open_now + QUOTA_FD_SLACK;
+}
+
+void quota_fd_caps(const struct server *s, struct fd_caps *out)
+{
+	uint64_t room;
+
+	out->limit = s->quota.fd_limit;
+	out->own = s->quota.fd_own;
+	room = out->limit > out->own ? out->limit - out->own : 0;
+	out->connections = 3 * (uint64_t)s->limits.max_clients;
+	if (out->connections > room / 2)
+		out->connections = room / 2;
+	out->total = room - out->connections;
+	out->per_uid = out->total / 2;
+}
+
+/* fd_refuse answers a host lease the descriptor limit does not allow; the reason is in why. */
+static int fd_refuse(struct server *s, struct client *c, uint64_t request_id, const char *why,
+		     const struct fd_caps *k)
+{
+	char label[128];
+
+	quota_hit(s, LIMIT_DESCRIPTORS, "refused a host lease to %s: %s",
+		  client_label(c, label, sizeof(label)), why);
+	client_reply_error(
+	    c, request_id, -EMFILE,
+	    "%s, the most the daemon's descriptor limit of %" PRIu64
+	    " allows (each host lease keeps a file descriptor in the daemon: %" PRIu64
+	    " per connection and per uid, %" PRIu64
+	    " in all; descriptors): release leases, or raise rocmmemd's LimitNOFILE= "
+	    "(ulimit -n)",
+	    why, k->limit, k->per_uid, k->total);
+	return -EMFILE;
+}
+
+int quota_fd_admit(struct server *s, struct client *c, uint64_t request_id, bool take)
+{
+	struct uid_account *u = c->account;
+	struct fd_caps k;
+	char why[256];
+
+	quota_fd_caps(s, &k);
+	if (c->fd_leases >= k.per_uid) {
+		snprintf(why, sizeof(why), "this connection holds %u host lease(s)", c->fd_leases);
+		return fd_refuse(s, c, request_id, why, &k);
+	}
+	if (u && u->fd_leases >= k.per_uid) {
+		snprintf(why, sizeof(why), "uid %u holds %u host lease(s) in %u connection(s)",
+			 (unsigned)c->uid, u->fd_leases, u->connections);
+		return fd_refuse(s, c, request_id, why, &k);
+	}
+	if (s->quota.fd_leases >= k.total) {
+		snprintf(why, sizeof(why), "the daemon holds %" PRIu64 " host lease(s)",
+			 s->quota.fd_leases);
+		return fd_refuse(s, c, request_id, why, &k);
+	}
+	if (take) {
+		c->fd_leases++;
+		if (u)
+			u->fd_leases++;
+		s->quota.fd_leases++;
+	}
+	return 0;
+}
+
+void quota_fd_release(struct server *s, struct client *c)
+{
+	if (c->fd_leases == 0)
+		return; /* cannot be: every release follows a take */
+	c->fd_leases--;
+	if (c->account)
+		c->account->fd_leases--;
+	s->quota.fd_leases--;
 }

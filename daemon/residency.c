@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +444,7 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 	struct device *d;
 	struct model *m;
 	uint64_t size = 0;
+	int err;
 
 	/* dispatch checked the device index, the name, the class and the reservation. */
 	assert(dev < a->ndevices && req->name && cls < MODEL_CLASSES);
@@ -463,14 +465,21 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 		return NULL;
 	}
 	m = calloc(1, sizeof(*m));
-	if (m && want_id && idtable_fill(&a->models, want_id, m) < 0 &&
+	if (!m) {
+		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		return NULL;
+	}
+	/* The id table takes a chosen id only below its counter: the counter is never moved. */
+	if (want_id && idtable_fill(&a->models, want_id, m) < 0 &&
 	    idtable_insert(&a->models, want_id, m) < 0)
 		want_id = 0; /* taken meanwhile: a fresh id, which the client maps */
-	if (want_id)
-		m->id = want_id;
-	if (!m || (!want_id && idtable_add(&a->models, m, &m->id) < 0)) {
+	m->id = want_id;
+	err = want_id ? 0 : idtable_add(&a->models, m, &m->id);
+	if (err) {
 		free(m);
-		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
+		client_reply_error(c, request_id, err,
+				   err == -EOVERFLOW ? "the daemon has handed out every model id"
+						     : "the daemon is out of memory");
 		return NULL;
 	}
 	m->owner = c;
@@ -523,6 +532,14 @@ void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 
 	if (!m)
 		return;
+	/* The count never wraps: a wrapped count would show a model in use as idle. */
+	if (m->use_count >= UINT_MAX - m->waiters) {
+		client_reply_error(c, request_id, -EOVERFLOW,
+				   "model %" PRIu64
+				   " '%s' is acquired %u times already: release it",
+				   m->id, m->name, m->use_count);
+		return;
+	}
 	/* Resident already, or nothing to reserve (its memory is leases): in use at once. */
 	if (!m->evicting && (model_resident(m) > 0 || m->size == 0)) {
 		m->use_count++;

@@ -19,11 +19,14 @@
 #include "client.h"
 #include "log.h"
 #include "report.h"
+#include "safepath.h"
 #include "service.h"
 #include "size.h"
 
-/* How long to stop accepting after running out of file descriptors. */
+/* How long to stop accepting after accept failed for want of memory (or of a spare fd). */
 #define ACCEPT_PAUSE_MS 100
+/* At most one line about accept failures this often; the lines held back are counted. */
+#define ACCEPT_LOG_INTERVAL_MS 10000
 
 uint64_t server_uptime_ms(const struct server *s)
 {
@@ -66,20 +69,65 @@ static int make_parents(const char *path, mode_t mode)
 	return 0;
 }
 
+/* base_name is the last component of path (the name in s->dir_fd). */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* open_dir opens and checks the socket's directory: nothing in it is found by path again. */
+static int open_dir(struct server *s)
+{
+	char why[512];
+	const char *base;
+	int err;
+
+	s->dir_fd = safepath_open_dir(s->path, &base, why, sizeof(why));
+	if (s->dir_fd < 0) {
+		err = s->dir_fd;
+		s->dir_fd = -1;
+		log_error("Could not listen on %s: %s", s->path, why);
+		return err;
+	}
+	err = safepath_check_dir(s->dir_fd, s->path, why, sizeof(why));
+	if (err) {
+		log_error("Could not listen on %s: %s", s->path, why);
+		close(s->dir_fd);
+		s->dir_fd = -1;
+	}
+	return err;
+}
+
 /* take_lock holds PATH.lock for as long as the daemon runs, so two daemons never race. */
 static int take_lock(struct server *s)
 {
-	snprintf(s->lock_path, sizeof(s->lock_path), "%s.lock", s->path);
-	s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s->lock_fd < 0) {
-		int err = -errno;
+	const char *name = base_name(s->lock_path);
+	struct stat st;
+	int err;
 
-		log_error("Could not open %s: %s", s->lock_path, strerror(-err));
+	s->lock_fd =
+	    openat(s->dir_fd, name,
+		   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
+	if (s->lock_fd < 0) {
+		err = -errno;
+		log_error("Could not open %s: %s", s->lock_path,
+			  err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 		return err;
 	}
+	/* One planted by another user (in a sticky directory) is not ours to lock or remove. */
+	if (fstat(s->lock_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    st.st_nlink != 1) {
+		log_error("Could not use %s: it is not a regular file of the daemon's own uid %u "
+			  "with one link; remove it",
+			  s->lock_path, (unsigned)geteuid());
+		close(s->lock_fd);
+		s->lock_fd = -1;
+		return -EPERM;
+	}
 	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
-
+		err = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
 		log_error("Could not lock %s: %s", s->lock_path,
 			  err == -EADDRINUSE ? "another rocmmemd is using this socket"
 					     : strerror(-err));
@@ -91,37 +139,38 @@ static int take_lock(struct server *s)
 }
 
 /* claim_path refuses a live socket at the path and removes a stale one. */
-static int claim_path(const char *path)
+static int claim_path(const struct server *s)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	const char *name = base_name(s->path);
 	struct stat st;
 	int fd, rc;
 
-	if (lstat(path, &st) < 0)
+	if (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISSOCK(st.st_mode)) {
-		log_error("Could not listen on %s: it exists and is not a socket", path);
+		log_error("Could not listen on %s: it exists and is not a socket", s->path);
 		return -EEXIST;
 	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	memcpy(addr.sun_path, path, strlen(path) + 1);
+	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
 	rc = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
 	close(fd);
 	if (rc == 0 || errno == EPROTOTYPE) {
-		log_error("Could not listen on %s: another daemon is serving it", path);
+		log_error("Could not listen on %s: another daemon is serving it", s->path);
 		return -EADDRINUSE;
 	}
 	if (errno != ECONNREFUSED) {
 		int err = -errno;
 
-		log_error("Could not check the socket at %s: %s", path, strerror(-err));
+		log_error("Could not check the socket at %s: %s", s->path, strerror(-err));
 		return err;
 	}
-	if (unlink(path) < 0 && errno != ENOENT)
+	if (unlinkat(s->dir_fd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
-	log_info("removed the stale socket %s", path);
+	log_info("removed the stale socket %s", s->path);
 	return 0;
 }
 
@@ -201,6 +250,65 @@ static int admit(struct server *s, int fd, const struct peer *p)
 	return 0;
 }
 
+/* note_accept_failure logs a failed accept, at most once per ACCEPT_LOG_INTERVAL_MS. */
+static void note_accept_failure(struct server *s, int err, const char *what)
+{
+	uint64_t now = uv_now(s->loop);
+
+	if (s->accept_log_ms && now - s->accept_log_ms < ACCEPT_LOG_INTERVAL_MS) {
+		s->accept_held++;
+		return;
+	}
+	if (s->accept_held)
+		log_warn("Could not accept a connection: %s; %s (and %llu more time(s) in the last "
+			 "%.3g s)",
+			 strerror(err), what, s->accept_held,
+			 (double)(now - s->accept_log_ms) / 1000.0);
+	else
+		log_warn("Could not accept a connection: %s; %s", strerror(err), what);
+	s->accept_log_ms = now ? now : 1;
+	s->accept_held = 0;
+}
+
+/*
+ * shed_connection takes one waiting connection with the spare descriptor when the daemon has
+ * none left, tells it why it is refused and closes it, then sets a spare aside again: the
+ * listening socket never stays readable with nobody able to accept. Returns 1 when one was
+ * refused (accept again), 0 when none was waiting, -1 when it could not (pause).
+ */
+static int shed_connection(struct server *s, int err)
+{
+	struct fd_caps k;
+	char text[320];
+	int fd, why;
+
+	if (s->reserve_fd < 0)
+		s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (s->reserve_fd < 0)
+		return -1;
+	close(s->reserve_fd);
+	fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	why = errno;
+	if (fd >= 0) {
+		quota_fd_caps(s, &k);
+		snprintf(text, sizeof(text),
+			 "the daemon has no file descriptor left for another connection (its limit "
+			 "is %" PRIu64 "; %u connections, %" PRIu64
+			 " host leases; descriptors): try again later, or raise rocmmemd's "
+			 "LimitNOFILE= (ulimit -n)",
+			 k.limit, s->client_count, s->quota.fd_leases);
+		refuse_connection(s, fd, -EMFILE, text);
+		close(fd);
+		s->quota.hits[LIMIT_DESCRIPTORS]++;
+		note_accept_failure(s, err, "refused it with the spare descriptor");
+	}
+	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 || why == EINTR || why == ECONNABORTED)
+		return 1;
+	/* Nothing was waiting after all; anything else (a worker took the spare): pause. */
+	return why == EAGAIN || why == EWOULDBLOCK ? 0 : -1;
+}
+
 static void on_accept(uv_poll_t *handle, int status, int events)
 {
 	struct server *s = handle->data;
@@ -221,10 +329,18 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
-			/* Out of fds or memory: the socket stays readable, so pause instead of
-			 * spinning, and let releases free something meanwhile. */
-			log_warn("Could not accept a connection: %s; pausing %d ms",
-				 strerror(errno), ACCEPT_PAUSE_MS);
+			err = errno;
+			if (err == EMFILE || err == ENFILE) {
+				int shed = shed_connection(s, err);
+
+				if (shed > 0)
+					continue;
+				if (shed == 0)
+					return;
+			}
+			/* Out of memory, or of fds with no spare: the socket stays readable, so
+			 * pause instead of spinning, and let releases free something meanwhile. */
+			note_accept_failure(s, err, "pausing 100 ms");
 			uv_poll_stop(&s->listen_poll);
 			uv_timer_start(&s->accept_pause, on_accept_resume, ACCEPT_PAUSE_MS, 0);
 			return;
@@ -253,6 +369,11 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 /* start_accepting watches the listening socket. */
 static void start_accepting(struct server *s)
 {
+	/* Set aside before counting what the daemon keeps for itself (quota_fd_init). */
+	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (s->reserve_fd < 0)
+		log_warn("Could not set a spare descriptor aside: %s", strerror(errno));
+	quota_fd_init(&s->quota);
 	uv_poll_init(s->loop, &s->listen_poll, s->listen_fd);
 	s->listen_poll.data = s;
 	uv_timer_init(s->loop, &s->accept_pause);
@@ -265,28 +386,30 @@ static void start_accepting(struct server *s)
 }
 
 /*
- * give_socket hands the socket just bound to its configured owner, group and mode. It was born
- * 0600 (the umask), so nobody else could connect before this.
+ * give_socket hands the socket just bound to its configured owner and group, through the
+ * checked directory and without following a link: its mode came from the umask at bind, so no
+ * path is ever chmod-ed (a chmod by path follows a symbolic link another user renamed over
+ * it). It does not listen yet, so nobody could connect before this.
  */
 static int give_socket(const struct server *s)
 {
 	const struct socket_access *sa = &s->socket_access;
+	const char *name = base_name(s->path);
 	char user[64], group[64];
+	struct stat st;
 
+	if (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode)) {
+		log_error("Could not set up the socket %s: something replaced it after bind",
+			  s->path);
+		return -EEXIST;
+	}
 	if ((sa->uid != geteuid() || sa->gid != getegid()) &&
-	    lchown(s->path, sa->uid, sa->gid) < 0) {
+	    fchownat(s->dir_fd, name, sa->uid, sa->gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = -errno;
 
 		log_error("Could not give the socket %s to user %s, group %s: %s", s->path,
 			  access_user_name(sa->uid, user, sizeof(user)),
 			  access_group_name(sa->gid, group, sizeof(group)), strerror(-err));
-		return err;
-	}
-	if (chmod(s->path, sa->mode) < 0) {
-		int err = -errno;
-
-		log_error("Could not set the mode of the socket %s to %04o: %s", s->path,
-			  (unsigned)sa->mode, strerror(-err));
 		return err;
 	}
 	log_info("socket %s: user %s, group %s, mode %04o", s->path,
@@ -298,16 +421,37 @@ static int give_socket(const struct server *s)
 	return 0;
 }
 
-int server_listen(struct server *s, uv_loop_t *loop, const char *path)
+/* bind_socket creates the listening socket at s->path, born with its configured mode. */
+static int bind_socket(struct server *s)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	bool system = geteuid() == 0;
 	mode_t old_umask;
+	int err, rc;
+
+	s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->listen_fd < 0)
+		return -errno;
+	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
+	/* The inode bind creates takes 0777 less the umask: its mode is set as it is born. */
+	old_umask = umask(~s->socket_access.mode & 0777);
+	rc = bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
+	err = rc < 0 ? -errno : 0;
+	umask(old_umask);
+	if (err)
+		log_error("Could not bind %s: %s", s->path, strerror(-err));
+	return err;
+}
+
+int server_listen(struct server *s, uv_loop_t *loop, const char *path)
+{
+	bool system = geteuid() == 0;
 	int err, rc, fd;
 
 	s->loop = loop;
 	s->listen_fd = -1;
 	s->lock_fd = -1;
+	s->dir_fd = -1;
+	s->reserve_fd = -1;
 	TAILQ_INIT(&s->clients);
 	s->next_client_id = 1;
 	quota_init(&s->quota);
@@ -334,39 +478,31 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 		return 0;
 	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
+	snprintf(s->lock_path, sizeof(s->lock_path), "%s.lock", s->path);
 	err = make_parents(s->path, system ? 0755 : 0700);
+	if (err)
+		return err;
+	err = open_dir(s);
 	if (err)
 		return err;
 	err = take_lock(s);
 	if (err)
-		return err;
-	err = claim_path(s->path);
+		goto fail_dir;
+	err = claim_path(s);
 	if (err)
 		goto fail;
-	s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (s->listen_fd < 0) {
-		err = -errno;
+	err = bind_socket(s);
+	if (err)
 		goto fail;
-	}
-	memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
-	/* Born 0600: only its configured owner, group and mode open it to others (give_socket). */
-	old_umask = umask(0177);
-	rc = bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
-	err = rc < 0 ? -errno : 0;
-	umask(old_umask);
-	if (err) {
-		log_error("Could not bind %s: %s", s->path, strerror(-err));
-		goto fail;
-	}
 	err = give_socket(s);
 	if (err) {
-		unlink(s->path);
+		unlinkat(s->dir_fd, base_name(s->path), 0);
 		goto fail;
 	}
 	if (listen(s->listen_fd, SOMAXCONN) < 0) {
 		err = -errno;
 		log_error("Could not listen on %s: %s", s->path, strerror(-err));
-		unlink(s->path);
+		unlinkat(s->dir_fd, base_name(s->path), 0);
 		goto fail;
 	}
 	start_accepting(s);
@@ -376,9 +512,12 @@ fail:
 		close(s->listen_fd);
 	s->listen_fd = -1;
 	/* The lock is ours (take_lock succeeded): leave no trace of a failed start. */
-	unlink(s->lock_path);
+	unlinkat(s->dir_fd, base_name(s->lock_path), 0);
 	close(s->lock_fd);
 	s->lock_fd = -1;
+fail_dir:
+	close(s->dir_fd);
+	s->dir_fd = -1;
 	return err;
 }
 
@@ -399,16 +538,22 @@ static void stop_listening(struct server *s)
 	/* A passed socket's path is systemd's: it removes it (RemoveOnStop=) or keeps queueing
 	 * connections on it for the next start. */
 	if (!s->activated)
-		unlink(s->path);
+		unlinkat(s->dir_fd, base_name(s->path), 0);
 	uv_poll_stop(&s->listen_poll);
 	uv_close((uv_handle_t *)&s->listen_poll, on_listen_closed);
 	uv_close((uv_handle_t *)&s->accept_pause, NULL);
 	handshake_stop(&s->handshake);
 	if (s->lock_fd >= 0) {
-		unlink(s->lock_path);
+		unlinkat(s->dir_fd, base_name(s->lock_path), 0);
 		close(s->lock_fd);
 		s->lock_fd = -1;
 	}
+	if (s->dir_fd >= 0)
+		close(s->dir_fd);
+	s->dir_fd = -1;
+	if (s->reserve_fd >= 0)
+		close(s->reserve_fd);
+	s->reserve_fd = -1;
 }
 
 /*

@@ -47,8 +47,13 @@ struct server {
 	uv_loop_t *loop;
 	int listen_fd;
 	int lock_fd;
+	int dir_fd; /* the socket's directory, checked (safepath.h); -1 when socket-activated */
 	uv_poll_t listen_poll;
-	uv_timer_t accept_pause; /* resumes accepting after the fd limit was hit */
+	uv_timer_t accept_pause; /* resumes accepting after accept failed for want of memory */
+	int reserve_fd;		 /* a spare descriptor (/dev/null): freed to refuse a connection
+				  * when the daemon has none left, so accept never starves */
+	uint64_t accept_log_ms;	 /* when the last accept failure was logged */
+	unsigned long long accept_held; /* accept failures since, not logged */
 	bool listening;
 	bool activated; /* the socket came from systemd: its path and lifetime are systemd's */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -83,7 +88,9 @@ struct server {
  * (then path is only what was configured: the passed socket's own path goes into s->path, and
  * nothing is created, locked or removed); refuses to start when what systemd passed is not one
  * listening AF_UNIX SOCK_SEQPACKET socket. Otherwise it binds and listens on path: creates its
- * parent directory if needed, refuses a socket another daemon is serving, removes a stale one.
+ * parent directory if needed, refuses a directory other users could replace the socket in
+ * (safepath_check_dir), refuses a socket another daemon is serving, removes a stale one; the
+ * socket is born with its configured mode and handed to its owner and group before it listens.
  * The arbiter must be set up already. Returns 0 or a negative errno (logged).
  */
 int server_listen(struct server *s, uv_loop_t *loop, const char *path);

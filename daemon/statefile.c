@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safepath.h"
+
 #define STATEFILE_MAGIC "ROCMMEMS"
 #define STATEFILE_LIVE 0x4556494cu /* "LIVE" */
 /* Slots in a new file (8 KiB of records), and the most a file may claim (256 MiB). */
@@ -196,6 +198,7 @@ static int build_free_list(struct statefile *sf)
 
 int statefile_open(struct statefile *sf, const char *path, char *why, size_t why_len)
 {
+	const char *base;
 	struct stat st;
 	int err;
 
@@ -206,12 +209,20 @@ int statefile_open(struct statefile *sf, const char *path, char *why, size_t why
 		return -ENAMETOOLONG;
 	}
 	snprintf(sf->path, sizeof(sf->path), "%s", path);
-	sf->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+	sf->dir_fd = safepath_open_dir(sf->path, &base, why, why_len);
+	if (sf->dir_fd < 0) {
+		err = sf->dir_fd;
+		sf->dir_fd = -1;
+		return err;
+	}
+	/* Non-blocking: a FIFO planted under its name must not hang the start. */
+	sf->fd = openat(sf->dir_fd, base,
+			O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
 	if (sf->fd < 0) {
 		err = -errno;
 		snprintf(why, why_len, "%s",
 			 err == -ELOOP ? "it is a symbolic link" : strerror(-err));
-		return err;
+		goto fail;
 	}
 	if (fstat(sf->fd, &st) < 0) {
 		err = -errno;
@@ -267,8 +278,10 @@ fail:
 
 void statefile_close(struct statefile *sf, bool remove)
 {
-	if (remove && sf->fd >= 0 && sf->path[0])
-		unlink(sf->path);
+	const char *slash = strrchr(sf->path, '/');
+
+	if (remove && sf->fd >= 0 && sf->dir_fd >= 0 && sf->path[0])
+		unlinkat(sf->dir_fd, slash ? slash + 1 : sf->path, 0);
 	if (sf->hdr)
 		munmap(sf->hdr, sf->map_len);
 	sf->hdr = NULL;
@@ -276,6 +289,9 @@ void statefile_close(struct statefile *sf, bool remove)
 	if (sf->fd >= 0)
 		close(sf->fd); /* drops the lock */
 	sf->fd = -1;
+	if (sf->dir_fd >= 0)
+		close(sf->dir_fd);
+	sf->dir_fd = -1;
 	free(sf->free_slots);
 	sf->free_slots = NULL;
 	sf->nfree = 0;

@@ -49,6 +49,7 @@ struct statefile_header;
 
 struct statefile {
 	int fd;
+	int dir_fd; /* its directory (safepath.h): removed from there, not by path */
 	char path[4096];
 	struct statefile_header *hdr;
 	struct statefile_record *rec; /* capacity records, right after the header */
@@ -64,9 +65,10 @@ struct statefile {
 };
 
 /*
- * statefile_open opens path, creating it 0600 (the directory must exist), and locks it. It
- * refuses (returning a negative errno with the reason in why; sf is then unusable) a symbolic
- * link, anything but a regular file, a file owned by another user, one with several links, and
+ * statefile_open opens path, creating it 0600 (the directory must exist), and locks it; the
+ * directory is opened first and the file found in it without following a link. It refuses
+ * (returning a negative errno with the reason in why; sf is then unusable) a symbolic link,
+ * anything but a regular file, a file owned by another user, one with several links, and
  * one another daemon holds locked. A file that is truncated, of another version, of an earlier
  * boot, or garbage, is emptied and used afresh (sf->discarded says why); a record that fails
  * its checksum is dropped (counted in sf->damaged). Returns 0.

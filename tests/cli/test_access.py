@@ -32,6 +32,15 @@ DEFAULT_LIMITS = {
 }
 
 
+def open_files_limit(pid):
+    """The soft "Max open files" of a process, from /proc/PID/limits."""
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    raise AssertionError(f"no open-files limit for pid {pid}")
+
+
 def gid_of(name):
     try:
         return grp.getgrnam(name).gr_gid
@@ -206,7 +215,9 @@ class Limits(AccessTestCase):
         """Every limit in status --json with its default and no hits; a pidfd for each client."""
         self.start_daemon()
         st = self.status()
-        self.assertEqual({k: v["value"] for k, v in st["limits"].items()}, DEFAULT_LIMITS)
+        # descriptors is no setting: the daemon's own open-files limit (its soft RLIMIT_NOFILE).
+        self.assertEqual({k: v["value"] for k, v in st["limits"].items()},
+                         dict(DEFAULT_LIMITS, descriptors=open_files_limit(self.daemon.pid)))
         self.assertEqual({k for k, v in st["limits"].items() if v["unlimited"]},
                          {"bytes_per_uid"})
         self.assertEqual({v["hits"] for v in st["limits"].values()}, {0})
