@@ -97,7 +97,7 @@ class Comfy:
         return e
 
 
-def txt2img(size=512, steps=2, upscale=True, status=False, mid_sampling=False):
+def txt2img(size=256, steps=2, upscale=True, status=False, mid_sampling=False):
     """A prompt of upstream nodes over the tests' tiny checkpoint: two CLIPTextEncode, an
     EmptyLatentImage of size x size pixels, KSampler, VAEDecode, then (upscale)
     UpscaleModelLoader and ImageUpscaleWithModel, and (status) the rocmmemd status node. Its

@@ -28,7 +28,7 @@ DEVICE = torch.device("cuda", 0)
 CPU = torch.device("cpu")
 
 _lock = threading.Lock()
-_recorded = {}  # id(tensor) -> weak reference, for the tensors "on the GPU"
+_recorded = {}  # id(tensor) -> (weak reference, (storage address, bytes)): "on the GPU"
 _state = {"total": 0, "installed": False, "empty_cache": 0, "peak": 0}
 
 
@@ -48,27 +48,31 @@ def on_device(t):
     """Whether tensor t is "on the GPU"."""
     with _lock:
         r = _recorded.get(id(t))
-    return r is not None and r() is t
+    return r is not None and r[0]() is t
 
 
 def _add(t):
+    """Records t (anew: its storage may have changed, as after .data = ...)."""
     key = id(t)
 
     def gone(ref, key=key):
         with _lock:
-            if _recorded.get(key) is ref:
+            r = _recorded.get(key)
+            if r is not None and r[0] is ref:
                 del _recorded[key]
 
+    with torch._C.DisableTorchFunction():
+        storage = _storage_key(t)
     with _lock:
         r = _recorded.get(key)
-        if r is None or r() is not t:
-            _recorded[key] = weakref.ref(t, gone)
+        ref = r[0] if r is not None and r[0]() is t else weakref.ref(t, gone)
+        _recorded[key] = (ref, storage)
 
 
 def _discard(t):
     with _lock:
         r = _recorded.get(id(t))
-        if r is not None and r() is t:
+        if r is not None and r[0]() is t:
             del _recorded[id(t)]
 
 
@@ -90,9 +94,7 @@ def _storage_key(t):
 def allocated():
     """Bytes of the live tensors on the faked GPU, each storage counted once."""
     with _lock:
-        tensors = [r() for r in _recorded.values()]
-    with torch._C.DisableTorchFunction():
-        storages = dict(_storage_key(t) for t in tensors if t is not None)
+        storages = dict(storage for ref, storage in _recorded.values() if ref() is not None)
     used = sum(storages.values())
     _state["peak"] = max(_state["peak"], used)
     return used
