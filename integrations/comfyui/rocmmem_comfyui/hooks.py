@@ -59,6 +59,8 @@ NEEDED = ("ComfyUI from 2024-12-19 on (commit 2dda7c11, which added "
 
 
 class _Hooks:
+    """The wrappers of one ComfyUI's comfy.model_management and execution, over its books."""
+
     def __init__(self, mm, client, owns_client):
         timeout = os.environ.get("ROCMMEM_COMFYUI_TIMEOUT", "600")
         try:
