@@ -18,6 +18,10 @@ packages=(
 	valgrind
 	# The fuzz build (ROCMMEM_FUZZ=ON): clang and its libFuzzer and sanitizer runtimes.
 	clang libclang-rt-dev
+	# The integration tests that import upstream ComfyUI and FramePack (tests/integrations):
+	# Debian's CPU-only PyTorch (a GPU is faked over it), and what ComfyUI's nodes import.
+	python3-torch python3-torchvision python3-numpy python3-pil python3-scipy python3-tqdm
+	python3-yaml python3-psutil python3-packaging git
 )
 missing=()
 for p in "${packages[@]}"; do

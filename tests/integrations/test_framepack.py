@@ -1,26 +1,39 @@
 # SPDX-License-Identifier: MIT
-"""rocmmem.framepack against a real rocmmemd: FramePack's loop in two processes at once, and
-each call on its own.
+"""rocmmem.framepack against a real rocmmemd: FramePack's loop in two processes at once, each
+call on its own, and what it says where it cannot work.
 
 FramePack is the stand-in of standins/: framepack_loop.py makes the memory calls of the
 worker in lllyasviel/FramePack's demo_gradio.py (bf2771b5) on stand-in models whose weights
 .to() moves between a "cpu" and a "gpu" list; diffusers_helper/memory.py reproduces the
-signatures and plain behaviour of FramePack's diffusers_helper/memory.py (789d43b8).
+signatures and plain behaviour of FramePack's diffusers_helper/memory.py (789d43b8). (FramePack's
+own worker runs in test_framepack_upstream.py.) These tests run with and without PyTorch: with
+Debian's CPU-only one, this process and the loops fake a GPU for it (fakecuda.py), so that
+rocmmem.framepack sees a GPU as it would under FramePack; WithoutAGPU checks what it says
+where there is none.
 """
+import ast
 import importlib
 import inspect
 import json
 import os
+import textwrap
 import threading
 import unittest
 
 import integ
 from integ import MiB, IntegrationTestCase, child_env, poll_until, rocmmemctl_bin
 
-import diffusers_helper.memory as framepack_memory
-import framepack_models as fm
-import rocmmem
-import rocmmem.framepack
+NO_TORCH = integ.torch_missing()
+if NO_TORCH is None:
+    import torch
+
+    import fakecuda
+    fakecuda.install()
+
+import diffusers_helper.memory as framepack_memory  # noqa: E402 (the stand-in)
+import framepack_models as fm  # noqa: E402
+import rocmmem  # noqa: E402
+import rocmmem.framepack  # noqa: E402
 
 LOOP = os.path.join(integ.STANDINS, "framepack_loop.py")
 FUNCTIONS = ("load_model_as_complete", "unload_complete_models",
@@ -144,8 +157,12 @@ class Calls(IntegrationTestCase):
         for name in FUNCTIONS:
             self.assertEqual(inspect.signature(getattr(self.fp, name)),
                              inspect.signature(getattr(framepack_memory, name)), name)
-        # As FramePack has them (strings here, where there is no torch).
-        self.assertEqual((self.fp.cpu, self.fp.gpu), ("cpu", "cuda:0"))
+        # As FramePack has them: torch devices, or strings where there is no torch.
+        if NO_TORCH:
+            self.assertEqual((self.fp.cpu, self.fp.gpu), ("cpu", "cuda:0"))
+        else:
+            self.assertEqual((self.fp.cpu, self.fp.gpu),
+                             (torch.device("cpu"), torch.device("cuda", 0)))
         self.assertIsInstance(self.fp.gpu_complete_modules, list)
         self.assertIs(self.fp.DynamicSwapInstaller, framepack_memory.DynamicSwapInstaller)
         from rocmmem.framepack import cpu, gpu, DynamicSwapInstaller  # noqa: F401
@@ -257,6 +274,94 @@ class Calls(IntegrationTestCase):
         self.assertGreater(self.fp.stats()["plain_moves"], 0)
 
 
+@unittest.skipIf(integ.snapshot_missing(integ.UPSTREAM_FRAMEPACK),
+                 integ.snapshot_missing(integ.UPSTREAM_FRAMEPACK))
+class UpstreamSignatures(unittest.TestCase):
+    def test_every_name_of_framepacks_memory_module(self):
+        # Read from FramePack's own diffusers_helper/memory.py (its source: importing it needs
+        # a GPU PyTorch) and demo_gradio.py's import line.
+        path = os.path.join(integ.UPSTREAM_FRAMEPACK, "diffusers_helper", "memory.py")
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name in FUNCTIONS:
+            theirs = ast.unparse(defs[name].args).replace(": torch.nn.Module", "").replace(
+                ": torch.device", "")
+            self.assertEqual(str(inspect.signature(getattr(rocmmem.framepack, name)))[1:-1],
+                             theirs, name)
+        with open(os.path.join(integ.UPSTREAM_FRAMEPACK, "demo_gradio.py")) as f:
+            line = next(n for n in ast.parse(f.read()).body if isinstance(n, ast.ImportFrom)
+                        and n.module == "diffusers_helper.memory")
+        self.assertEqual(len(line.names), 9)
+        for alias in line.names:
+            self.assertIn(alias.name, rocmmem.framepack.__all__)
+
+
+# Run where PyTorch has no GPU (no fake): prints what each name says, as JSON.
+NO_GPU = textwrap.dedent("""
+    import json, sys
+    out = {}
+    try:
+        from rocmmem.framepack import gpu
+    except ImportError as e:
+        out["gpu"] = f"{type(e).__name__}: {e}"
+    try:
+        from rocmmem.framepack import DynamicSwapInstaller
+    except ImportError as e:
+        out["dsi"] = f"{type(e).__name__}: {e}"
+    import torch, rocmmem, rocmmem.framepack as fp
+    try:
+        fp.load_model_as_complete(torch.nn.Linear(4, 4), "cuda:0")
+    except fp.GPUUnavailable as e:
+        out["load"] = str(e)
+    try:
+        out["free"] = fp.get_cuda_free_memory_gb("cuda:0")
+    except fp.GPUUnavailable as e:
+        out["free"] = str(e)
+    out["cpu"] = str(fp.cpu)
+    c = fp.client()
+    out["models"] = len(c.status()["models"]) if c else None
+    print(json.dumps(out))
+""")
+
+
+@unittest.skipIf(NO_TORCH, NO_TORCH)
+class WithoutAGPU(IntegrationTestCase):
+    """A PyTorch without a GPU (Debian's, not faked here): every name that cannot work says
+    why, before anything is reserved."""
+
+    def run_child(self, framepack, sock):
+        # framepack: FramePack's folder first on the path, as when it runs from there.
+        path = ((framepack,) if framepack else ()) + (integ.STANDINS, integ.PACKAGE)
+        env = child_env(sock, pythonpath=path, ROCMMEM_FRAMEPACK_QUIET="1")
+        r = integ.run([integ.PYTHON, "-c", NO_GPU], env=env, timeout=30)
+        self.assertEqual(r.rc, 0, r)
+        return json.loads(r.stdout.splitlines()[-1])
+
+    def test_each_name_says_why(self):
+        self.start_daemon()
+        framepack = integ.UPSTREAM_FRAMEPACK if os.path.isdir(integ.UPSTREAM_FRAMEPACK) \
+            else None
+        out = self.run_child(framepack, self.sock)
+        built = r"this PyTorch \(\S+\) is built for the CPU only: it has neither CUDA nor HIP"
+        self.assertRegex(out["gpu"], r"^GPUUnavailable: rocmmem.framepack.gpu: " + built)
+        self.assertRegex(out["dsi"], r"^GPUUnavailable: rocmmem.framepack.DynamicSwapInstaller "
+                                     r"is FramePack's own, from diffusers_helper.memory, which "
+                                     r"cannot be imported here: ")
+        if framepack is not None:  # FramePack's own module, which fails at import without a GPU
+            self.assertIn("AssertionError: Torch not compiled with CUDA enabled; ", out["dsi"])
+        self.assertRegex(out["load"], r"^cannot move Linear to a GPU: " + built)
+        self.assertEqual(out["models"], 0)  # nothing was reserved for it
+        self.assertEqual(out["cpu"], "cpu")
+        self.assertIsInstance(out["free"], float)  # the daemon's answer needs no GPU torch
+
+    def test_without_a_daemon_free_memory_says_why(self):
+        out = self.run_child(None, os.path.join(self.dir, "nothing.sock"))
+        self.assertRegex(out["free"], r"^get_cuda_free_memory_gb: no rocmmemd to ask, and this "
+                                      r"PyTorch \(\S+\) is built for the CPU only")
+        self.assertIsNone(out["models"])
+
+
 class LargerThanTheBudget(IntegrationTestCase):
     def setUp(self):
         super().setUp()
@@ -280,4 +385,4 @@ class LargerThanTheBudget(IntegrationTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    integ.main()

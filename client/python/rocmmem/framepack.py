@@ -10,10 +10,10 @@ What changes is what loading and unloading mean. Each model is registered with t
 first time it goes to a GPU (its size counted from its parameters and buffers, its class
 guessed from its class name). Loading a model completely acquires it: the daemon reserves its
 size, first having idle models evicted (this process's or another's) when it does not fit,
-and only then are the weights moved. Unloading releases it: the weights stay on the GPU until
-someone, this process or another, needs the room; the daemon then asks for them back and the
-eviction callback moves the model to the CPU and empties PyTorch's cache, on the client's
-event thread, even while this process is sampling.
+and only then are the weights moved. "Unload" means "release to the daemon": the weights stay
+on the GPU until someone, this process or another, needs the room; the daemon then asks for
+them back and the eviction callback moves the model to the CPU and empties PyTorch's cache,
+on the client's event thread, even while this process is sampling.
 
 "Keep N GB preserved" becomes part of a reservation: the N GB that FramePack keeps free for
 activations and for layers swapped in on the fly are reserved together with the model they
@@ -31,7 +31,11 @@ rocmmem.Error that says why.
 
 torch is imported only when there is one: these functions work on anything that has
 .to(device=...) and parameters() (and modules() for partial moves), which is how the tests
-drive them with stand-in models.
+drive them with stand-in models (cpu and gpu are then the strings "cpu" and "cuda:0"). Where
+something cannot work, it says why instead of failing somewhere deeper, and never assumes a
+GPU PyTorch without asking torch.cuda.is_available(): with a PyTorch that has no GPU, `gpu`,
+DynamicSwapInstaller (FramePack's own, whose module fails to import there) and every move of
+a torch module to a GPU raise GPUUnavailable (an ImportError) with the reason.
 
 Environment: ROCMMEM_SOCKET (the daemon's socket), ROCMMEM_CLIENT_NAME (default
 "FramePack"), ROCMMEM_FRAMEPACK_TIMEOUT (seconds to wait for room, default 3600),
@@ -43,14 +47,15 @@ import os
 import threading
 
 import rocmmem
-from . import _holding
+from . import _fptorch, _holding
+from ._fptorch import GPUUnavailable
 from .sizes import format_size
 
 __all__ = ["cpu", "gpu", "gpu_complete_modules", "DynamicSwapInstaller",
            "fake_diffusers_current_device", "get_cuda_free_memory_gb",
            "move_model_to_device_with_memory_preservation",
            "offload_model_from_device_for_memory_preservation", "unload_complete_models",
-           "load_model_as_complete", "register", "stats", "client"]
+           "load_model_as_complete", "register", "stats", "client", "GPUUnavailable"]
 
 GiB = 1 << 30
 _DYNAMIC_SWAP_PREFIX = "DynamicSwap_"  # the class prefix FramePack's DynamicSwapInstaller adds
@@ -63,110 +68,30 @@ _lock = threading.RLock()  # bookkeeping only: never held across a call to the d
 _state = None  # None: not connected yet; False: no daemon (plain moves); else a _Residency
 _counts = collections.Counter()
 _overrides = {}  # id(model) -> what register() set
-_torch_module = None
-_torch_missing = False
 
 
-# --- torch, devices, sizes -----------------------------------------------------------------
-
-def _torch():
-    """torch, imported on first use, or None where there is none (the tests' stand-ins)."""
-    global _torch_module, _torch_missing
-    if _torch_module is None and not _torch_missing:
-        try:
-            import torch
-        except ImportError:
-            _torch_missing = True
-        else:
-            _torch_module = torch
-    return _torch_module
-
-
-def _default_devices():
-    torch = _torch()
-    if torch is None:
-        return {"cpu": "cpu", "gpu": "cuda:0"}
-    index = 0
-    try:
-        if torch.cuda.is_available():
-            index = torch.cuda.current_device()
-    except Exception:
-        pass
-    return {"cpu": torch.device("cpu"), "gpu": torch.device("cuda", index)}
-
+# --- devices, names ------------------------------------------------------------------------
 
 def __getattr__(name):
     # cpu and gpu as FramePack defines them, made on first use so that importing this module
-    # neither imports torch nor touches a GPU.
+    # neither imports torch nor touches a GPU. A gpu that cannot work raises its reason (an
+    # ImportError: `from rocmmem.framepack import gpu` then says why).
     if name in ("cpu", "gpu"):
-        value = _default_devices()[name]
+        value = _fptorch.default_devices()[name]
+        if isinstance(value, GPUUnavailable):
+            raise value
         globals()[name] = value
         return value
     # DynamicSwapInstaller has nothing to do with residency: FramePack's own is used.
     if name == "DynamicSwapInstaller":
-        try:
-            from diffusers_helper.memory import DynamicSwapInstaller
-        except ImportError as e:
-            raise AttributeError("DynamicSwapInstaller comes from FramePack's "
-                                 "diffusers_helper.memory, which cannot be imported here: "
-                                 f"{e}") from e
-        globals()[name] = DynamicSwapInstaller
-        return DynamicSwapInstaller
+        value = _fptorch.framepack_memory().DynamicSwapInstaller
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _cpu():
     return __getattr__("cpu") if "cpu" not in globals() else globals()["cpu"]
-
-
-def _device_index(device):
-    """The daemon's device index for a PyTorch device, or None when it is not a GPU.
-
-    ROCm builds of PyTorch call HIP devices "cuda", so "cuda:N" is device N of the daemon
-    (which numbers devices as the runtime does; HIP_VISIBLE_DEVICES must agree).
-    """
-    if device is None:
-        return None
-    if isinstance(device, int) and not isinstance(device, bool):
-        return device
-    kind = getattr(device, "type", None)
-    index = getattr(device, "index", None)
-    if kind is None:
-        kind, _, rest = str(device).partition(":")
-        index = int(rest) if rest.isdigit() else None
-    if kind != "cuda":
-        return None
-    if index is None:
-        torch = _torch()
-        try:
-            index = torch.cuda.current_device() if torch is not None else 0
-        except Exception:
-            index = 0
-    return index
-
-
-def _tensor_bytes(t):
-    n = getattr(t, "nbytes", None)
-    if isinstance(n, int):
-        return n
-    try:
-        return int(t.numel()) * int(t.element_size())
-    except (AttributeError, TypeError):
-        return 0
-
-
-def _tensors_bytes(obj):
-    seen = set()
-    total = 0
-    for attr in ("parameters", "buffers"):
-        fn = getattr(obj, attr, None)
-        if fn is None:
-            continue
-        for t in fn():
-            if id(t) not in seen:
-                seen.add(id(t))
-                total += _tensor_bytes(t)
-    return total
 
 
 def _class_name(model):
@@ -188,17 +113,6 @@ def _guess_class(name):
     if any(k in n for k in ("transformer", "unet", "dit", "diffusion")):
         return "transformer"
     return "other"
-
-
-def _empty_cache():
-    torch = _torch()
-    if torch is None:
-        return
-    try:
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except Exception:
-        pass
 
 
 def _say(message):
@@ -266,7 +180,7 @@ class _Residency(_holding.Holdings):
         priority = over.get("priority")
         if priority is None:
             priority = 1 if model_class in ("transformer", "vae") else 0
-        e = _Entry(model, device, name, model_class, priority, _tensors_bytes(model),
+        e = _Entry(model, device, name, model_class, priority, _fptorch.tensors_bytes(model),
                    self.budget(device))
         with _lock:
             self.entries[key] = e
@@ -282,7 +196,7 @@ class _Residency(_holding.Holdings):
         model = e.ref()
         if model is not None and (e.loaded or e.complete):
             model.to(device=_cpu())
-            _empty_cache()
+            _fptorch.empty_cache()
             _say(f"{why} {handle.name} ({_fmt(e.loaded)} back to the CPU)")
         with _lock:
             e.loaded = 0
@@ -313,7 +227,7 @@ class _Residency(_holding.Holdings):
                     gpu_complete_modules.append(model)
             elif e.loaded or e.complete:
                 model.to(device=_cpu())
-        _empty_cache()
+        _fptorch.empty_cache()
 
 
 def _residency():
@@ -377,17 +291,6 @@ def stats():
 
 # --- plain moves, as FramePack makes them (no daemon) ----------------------------------------
 
-def _plain_free_bytes(device):
-    """What PyTorch could still allocate on device, or None when unknown (no torch: the
-    plain moves then take the memory for plenty, moving whole models and offloading none)."""
-    torch = _torch()
-    if torch is None:
-        return None
-    stats_ = torch.cuda.memory_stats(device)
-    free, _ = torch.cuda.mem_get_info(device)
-    return free + stats_["reserved_bytes.all.current"] - stats_["active_bytes.all.current"]
-
-
 def _modules(model):
     fn = getattr(model, "modules", None)
     return list(fn()) if fn else [model]
@@ -398,7 +301,7 @@ def _plain_unload(*args):
         m.to(device=_cpu())
     gpu_complete_modules.clear()
     _counts["plain_moves"] += 1
-    _empty_cache()
+    _fptorch.empty_cache()
 
 
 def _plain_load(model, target_device, unload):
@@ -412,29 +315,29 @@ def _plain_load(model, target_device, unload):
 def _plain_move(model, target_device, preserved_memory_gb):
     limit = preserved_memory_gb * GiB
     for m in _modules(model):
-        free = _plain_free_bytes(target_device)
+        free = _fptorch.plain_free_bytes(target_device)
         if free is not None and free <= limit:
-            _empty_cache()
+            _fptorch.empty_cache()
             return
         if hasattr(m, "weight"):
             m.to(device=target_device)
     model.to(device=target_device)
     _counts["plain_moves"] += 1
-    _empty_cache()
+    _fptorch.empty_cache()
 
 
 def _plain_offload(model, target_device, preserved_memory_gb):
     limit = preserved_memory_gb * GiB
     for m in _modules(model):
-        free = _plain_free_bytes(target_device)
+        free = _fptorch.plain_free_bytes(target_device)
         if free is None or free >= limit:  # unknown (no torch): taken as plenty, as below
-            _empty_cache()
+            _fptorch.empty_cache()
             return
         if hasattr(m, "weight"):
             m.to(device=_cpu())
     model.to(device=_cpu())
     _counts["plain_moves"] += 1
-    _empty_cache()
+    _fptorch.empty_cache()
 
 
 # --- FramePack's calls ---------------------------------------------------------------------
@@ -462,7 +365,7 @@ def _place(r, model, target_device, e, weights, extra=0):
     for m in _modules(model):
         if m is model or not hasattr(m, "weight") or id(m) in e.moved:
             continue
-        n = _tensors_bytes(m)
+        n = _fptorch.tensors_bytes(m)
         if e.loaded + n > weights:
             break
         m.to(device=target_device)
@@ -485,7 +388,8 @@ def load_model_as_complete(model, target_device, unload=True):
     weights move only if they are not on the GPU already. Raises rocmmem.TooLarge when the
     model exceeds the device's budget.
     """
-    device = _device_index(target_device)
+    device = _fptorch.device_index(target_device)
+    _fptorch.check_gpu(model, device)
     r = _residency() if device is not None else None
     if r is None:
         _plain_load(model, target_device, unload)
@@ -552,7 +456,8 @@ def move_model_to_device_with_memory_preservation(model, target_device, preserve
     DynamicSwapInstaller brings in the rest on the fly). The model stays in use until
     offload_model_from_device_for_memory_preservation or unload_complete_models(model).
     """
-    device = _device_index(target_device)
+    device = _fptorch.device_index(target_device)
+    _fptorch.check_gpu(model, device)
     r = _residency() if device is not None else None
     if r is None:
         _plain_move(model, target_device, preserved_memory_gb)
@@ -577,7 +482,7 @@ def offload_model_from_device_for_memory_preservation(model, target_device,
     device (FramePack's VAE decode, whose working memory it is). The daemon has this model
     evicted when that reservation needs its room.
     """
-    device = _device_index(target_device)
+    device = _fptorch.device_index(target_device)
     r = _residency() if device is not None else None
     if r is None:
         _plain_offload(model, target_device, preserved_memory_gb)
@@ -600,14 +505,15 @@ def fake_diffusers_current_device(model, target_device):
     layer that is not on the GPU.)
     """
     table = getattr(model, "scale_shift_table", None)
-    device = _device_index(target_device)
+    device = _fptorch.device_index(target_device)
+    _fptorch.check_gpu(model, device)
     r = _residency() if device is not None else None
     if r is not None and table is None:
         first = next((m for m in _modules(model) if m is not model and hasattr(m, "weight")),
                      None)
         if first is not None:
             e = r.entry(model, device)
-            _place(r, model, target_device, e, _tensors_bytes(first))
+            _place(r, model, target_device, e, _fptorch.tensors_bytes(first))
             r.release(e)
             return
     if table is not None:
@@ -621,14 +527,19 @@ def fake_diffusers_current_device(model, target_device):
 
 def get_cuda_free_memory_gb(device=None):
     """GB that a request on device could get: through rocmmemd, the largest it could be
-    granted with idle models evicted; without it, what PyTorch reports free (0 if unknown)."""
+    granted with idle models evicted; without it, what PyTorch reports free (0 if unknown:
+    no torch). Raises GPUUnavailable without a daemon where PyTorch has no GPU."""
     if device is None:
         device = __getattr__("gpu") if "gpu" not in globals() else globals()["gpu"]
-    index = _device_index(device)
+    index = _fptorch.device_index(device)
     r = _residency() if index is not None else None
     if r is not None:
         d = r.device_info(index)
         free = d.get("largest_with_eviction_bytes", d.get("free_bytes", 0))
         return free / GiB
-    free = _plain_free_bytes(device)
+    torch = _fptorch.torch_module()
+    why = _fptorch.no_gpu_reason(torch) if torch is not None else None
+    if why is not None:
+        raise GPUUnavailable(f"get_cuda_free_memory_gb: no rocmmemd to ask, and {why}")
+    free = _fptorch.plain_free_bytes(device)
     return (free or 0) / GiB

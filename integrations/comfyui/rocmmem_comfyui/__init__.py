@@ -1,15 +1,26 @@
 # SPDX-License-Identifier: MIT
-"""rocmmem_comfyui: a ComfyUI custom node package that lets rocmmemd arbitrate ComfyUI's models.
+"""rocmmem_comfyui: the ComfyUI custom node package that lets rocmmemd arbitrate ComfyUI's memory.
 
-Copy or symlink this folder into ComfyUI's custom_nodes/ and install the rocmmem package into
-ComfyUI's Python (docs/integrations.md). When ComfyUI loads it, it connects to rocmmemd and
-wraps comfy.model_management (hooks.py); it adds the "rocmmemd status" node (nodes.py).
-Without the package or the daemon it only adds the node, which then says so, and ComfyUI
-runs exactly as it does alone.
+Built into a node of its own (`cmake --build build --target comfyui_node`: build/comfyui-rocmmem/,
+this package's files at its root with the rocmmem Python package in vendor/), which is what
+users clone into custom_nodes/ or install through ComfyUI-Manager (docs/integrations.md).
+When ComfyUI loads it, it wraps comfy.model_management (hooks.py) and adds the "rocmmemd
+status" node (nodes.py). Without the daemon or librocmmem it only adds the node, which then
+says why, and ComfyUI runs exactly as it does alone.
 """
 import logging
+import os
+import sys
 
-from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
+# The rocmmem package built into this node, ahead of any installed one: the node and the
+# package it was built with go together. Only vendor/ goes on sys.path (it holds nothing but
+# rocmmem), never this folder, whose nodes.py would shadow ComfyUI's own nodes module.
+_VENDOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vendor")
+if os.path.isdir(os.path.join(_VENDOR, "rocmmem")) and "rocmmem" not in sys.modules and \
+        _VENDOR not in sys.path:
+    sys.path.insert(0, _VENDOR)
+
+from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS  # noqa: E402
 
 __all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS"]
 

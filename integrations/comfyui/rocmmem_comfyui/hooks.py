@@ -1,139 +1,66 @@
 # SPDX-License-Identifier: MIT
-"""hooks: ComfyUI's model loading and freeing, wrapped so that rocmmemd arbitrates its models.
+"""hooks: ComfyUI's model loading and freeing, wrapped so that rocmmemd arbitrates its memory.
 
-install() connects to rocmmemd and replaces functions of comfy.model_management with
-wrappers that call the originals:
+install() checks that this ComfyUI can be accounted for, connects to rocmmemd and replaces
+functions of comfy.model_management with wrappers that call the originals; books.py keeps
+what the daemon reserves equal to what ComfyUI holds:
 
-- load_models_gpu: every model it is asked to put on a GPU (with the models patched into it,
-  as ComfyUI counts them) becomes a registered model, named after its class (SDXL,
-  AutoencoderKL, SD1ClipModel, ...) with its class guessed (a diffusion model is a
-  transformer, a VAE a vae, CLIP and the other text encoders text_encoder, CLIP vision
-  image_encoder). Before ComfyUI loads them they are acquired: the daemon reserves their size
-  (model_size()), first having idle models evicted, this process's or another's, when it
-  does not fit. They stay in use until the next load_models_gpu call, or until the prompt
-  ends (PromptExecutor.execute); then they are idle, still loaded, and evictable.
-- free_memory, unload_all_models, soft_empty_cache: after ComfyUI has unloaded models by its
-  own decision, their reservations shrink to what is still on the GPU (model_loaded_memory()),
-  and the models that were garbage-collected are unregistered.
+- load_models_gpu(models, memory_required=...): every model it is asked to put on a GPU (with
+  the models patched into it) is acquired with its size before ComfyUI loads it, together with
+  the step's working memory: memory_required, or ComfyUI's own floor for a step when that is
+  more (minimum_inference_memory() less the extra_reserved_memory() it keeps for other
+  programs). The daemon first has idle models evicted, this process's or another's, when it
+  does not fit. After the load each model reserves what ComfyUI counts as loaded.
+- execution's per-node execute: when a node ends, its working memory goes back and its models
+  are idle: still loaded, evictable. PromptExecutor.execute: the same for the whole prompt.
+- free_memory(memory_required, device) called outside load_models_gpu (an upscale model is
+  then moved to the GPU with .to(device)): memory_required is reserved on that device until
+  the next such call or the end of the prompt; a request for more than the budget is a flush
+  (unload everything) and reserves nothing.
+- free_memory, unload_all_models, soft_empty_cache: after ComfyUI unloads models by its own
+  decision, their reservations shrink to what is still loaded; models that were
+  garbage-collected are unregistered.
 
 An evict request from the daemon unloads that model through ComfyUI's own path:
 free_memory(1e30, device, keep_loaded=every other loaded model), on the client's event thread,
-so that it happens even while ComfyUI samples. ComfyUI's model management is not
-thread-safe: one lock is held inside every wrapper while ComfyUI manages models (never while
-it samples, and never while waiting for the daemon), and the eviction takes it too. So an
-eviction waits for a model load in progress, which can be long for a large checkpoint read
-from disk: give rocmmemd an --evict-deadline longer than that (docs/integrations.md).
+so that it happens even while ComfyUI samples. ComfyUI's model management is not thread-safe:
+one lock is held inside every wrapper while ComfyUI manages models (never while it samples,
+never while waiting for the daemon), and the eviction takes it too; soft_empty_cache, which
+ComfyUI calls while sampling, only tries the lock.
 
-Everything is feature-detected: a function the running ComfyUI lacks is not wrapped (logged
-once). Without the rocmmem package or without a daemon nothing is wrapped at all, and
-ComfyUI behaves exactly as it does alone. A daemon that goes away later leaves the wrappers
-passing everything straight through.
+What correct accounting needs is checked, not just names: a ComfyUI without
+LoadedModel.model_loaded_memory() (before 2024-12-19) cannot say what its models hold, and is
+left alone with one line in its log. A function a ComfyUI lacks is otherwise not wrapped
+(logged once). Without the rocmmem package or a daemon nothing is wrapped, and ComfyUI behaves
+exactly as it does alone; a daemon that goes away later leaves the wrappers passing through.
 
 Environment: ROCMMEM_SOCKET (the daemon's socket), ROCMMEM_CLIENT_NAME (default "ComfyUI"),
 ROCMMEM_COMFYUI_TIMEOUT (seconds a load waits for room, default 600; then ComfyUI loads
 anyway), ROCMMEM_COMFYUI=0 (do not hook anything).
 """
+import functools
 import importlib
+import inspect
 import logging
 import os
 import threading
-import time
+
+from . import books as B
+from . import report
 
 log = logging.getLogger("rocmmem.comfyui")
 
 # What is wrapped in comfy.model_management when the running ComfyUI has it.
 HOOKED = ("load_models_gpu", "free_memory", "unload_all_models", "soft_empty_cache")
 # The least a ComfyUI must have for its models to be arbitrated.
-REQUIRED = ("load_models_gpu", "free_memory", "current_loaded_models")
-
-BACKOFF = 2.0  # seconds a load waits for a second model while holding the first
-
-_said = set()  # messages logged once
-
-try:  # the rocmmem package; without it nothing is hooked (install() says so)
-    from rocmmem._holding import Holdings as _Holdings, Slot as _Slot
-except Exception:
-    _Holdings = _Slot = object
+REQUIRED = ("load_models_gpu", "free_memory", "current_loaded_models", "LoadedModel")
+NEEDED = ("ComfyUI from 2024-12-19 on (commit 2dda7c11, which added "
+          "LoadedModel.model_loaded_memory())")
 
 
-def rocmmem_error(name):
-    """rocmmem's exception class name (the package is imported only where it is there)."""
-    import rocmmem
-    return getattr(rocmmem, name)
+class _Hooks:
+    """The wrappers of one ComfyUI's comfy.model_management and execution, over its books."""
 
-
-def _once(level, key, message, *args):
-    if key not in _said:
-        _said.add(key)
-        log.log(level, "rocmmem: " + message, *args)
-
-
-# --- models: names, classes, devices -------------------------------------------------------
-
-def guess_class(module):
-    """The rocmmemd class of the torch module a ModelPatcher wraps (patcher.model)."""
-    mro = type(module).__mro__
-    own = type(module).__name__.lower()
-    where = (type(module).__module__ or "").lower()
-    if "vision" in own or "clip_vision" in where:
-        return "image_encoder"
-    if "vae" in own or "autoencod" in own or "taesd" in own or ".vae" in where or \
-            "autoencoder" in where:
-        return "vae"
-    if any(c.__name__ == "BaseModel" and c.__module__ == "comfy.model_base" for c in mro):
-        return "transformer"  # every diffusion model ComfyUI loads: SD1.5, SDXL, Flux, WAN...
-    if "clip" in own or "textencoder" in own or own.endswith("temodel") or \
-            "text_encoders" in where or "sd1_clip" in where or "sdxl_clip" in where:
-        return "text_encoder"
-    if any(k in own for k in ("unet", "diffusion", "transformer", "dit")):
-        return "transformer"
-    return "other"
-
-
-def _device_index(device):
-    """The daemon's device for a torch device (ROCm's PyTorch calls HIP devices "cuda"), or
-    None for the CPU and anything else."""
-    if getattr(device, "type", None) != "cuda":
-        return None
-    index = getattr(device, "index", None)
-    if index is None:
-        try:
-            import torch
-            index = torch.cuda.current_device()
-        except Exception:
-            index = 0
-    return index
-
-
-def _patchers(models):
-    """The ModelPatchers load_models_gpu loads for models: each with its patch models."""
-    out = []
-    for m in models:
-        for p in [m] + list(getattr(m, "model_patches_models", lambda: [])()):
-            if not any(p is q for q in out):
-                out.append(p)
-    return out
-
-
-def _call(fn, default, *args):
-    """fn(*args), or default when fn is None or raises (a ComfyUI without that method)."""
-    if fn is None:
-        return default
-    try:
-        return fn(*args)
-    except Exception:
-        return default
-
-
-# --- state ---------------------------------------------------------------------------------
-
-class _Entry(_Slot):
-    """One torch module ComfyUI loads (clones of a ModelPatcher share it) as a model of the
-    daemon; held: acquired in the latest load_models_gpu call. pinned: ComfyUI keeps it on the
-    GPU (--highvram, --gpu-only), so unloading it would free nothing."""
-
-
-class _Hooks(_Holdings):
     def __init__(self, mm, client, owns_client):
         timeout = os.environ.get("ROCMMEM_COMFYUI_TIMEOUT", "600")
         try:
@@ -141,14 +68,15 @@ class _Hooks(_Holdings):
         except ValueError:
             timeout = 600.0
         # The lock: ComfyUI's model management, one caller at a time.
-        super().__init__(client, threading.RLock(), timeout)
+        self.lock = threading.RLock()
+        self.books = B.Books(client, self.lock, timeout, mm)
+        self.books.unload = self.unload
         self.mm = mm
+        self.client = client
         self.owns_client = owns_client
         self.originals = {}  # name -> original function of comfy.model_management
-        self.executor = None  # (class, original execute)
+        self.patched = []  # (object, attribute, original) outside comfy.model_management
         self.tls = threading.local()  # depth: inside an original ComfyUI call
-        self.budgets = {}
-        self.evictions = 0
 
     # -- plumbing
 
@@ -166,168 +94,71 @@ class _Hooks(_Holdings):
         finally:
             self.tls.depth -= 1
 
-    def loaded_models(self):
-        """{id(torch module): LoadedModel} for ComfyUI's loaded models."""
-        out = {}
-        for lm in list(getattr(self.mm, "current_loaded_models", [])):
-            patcher = _call(lambda: lm.model, None)
-            module = getattr(patcher, "model", None) if patcher is not None else None
-            if module is not None:
-                out.setdefault(id(module), lm)
-        return out
-
-    def budget(self, device):
-        if device not in self.budgets:
-            st = self.client.status() or {}
-            for d in st.get("devices", []):
-                self.budgets[d["index"]] = d["budget_bytes"]
-        return self.budgets.get(device, 0)
-
-    # -- registration (under the lock)
-
-    def entry(self, patcher):
-        """The entry of the torch module patcher loads on a GPU (None: not on a GPU)."""
-        device = _device_index(getattr(patcher, "load_device", None))
-        module = getattr(patcher, "model", None)
-        if device is None or module is None:
-            return None
-        e = self.entries.get(id(module))
-        if e is not None and e.ref() is module and e.device == device:
-            return e
-        if e is not None:
-            self.forget(e)
-        budget = self.budget(device)
-        if budget <= 0:
-            return None  # no such device in the daemon
-        name = type(module).__name__.encode()[:64].decode("utf-8", "ignore") or "model"
-        # With --highvram or --gpu-only ComfyUI "unloads" models to the GPU itself: such a
-        # model can never give memory back, and is registered pinned (never chosen to make
-        # room) rather than evicted for nothing.
-        pinned = _device_index(getattr(patcher, "offload_device", None)) is not None
-        if pinned:
-            _once(logging.INFO, ("pinned", name), "ComfyUI keeps %s on the GPU (--highvram or "
-                  "--gpu-only): registered pinned, rocmmemd will not evict it", name)
-        e = _Entry(module, device, name, guess_class(module), budget, pinned=pinned)
-        self.entries[id(module)] = e
-        return e
-
-    def quiet(self, what, e, err):
-        log.debug("rocmmem: %s %s: %s", what, e.name, err)
-
-    # -- reservations (never under the lock: waiting lets the event thread unload models)
-
-    def reserve(self, plan):
-        """Releases the models no longer in use, then acquires those of plan [(entry, bytes)].
-
-        Waiting for one model while holding another could deadlock with a process that waits
-        for what this one holds (the daemon's queue is first come, first served). So only the
-        first wait is long; when a later one times out at BACKOFF seconds, what this call
-        holds is let go and the model that blocked is waited for alone, then the rest again.
-        """
-        wanted = {id(e) for e, _ in plan}
-        with self.lock:
-            previous = [e for e in self.entries.values() if e.held and id(e) not in wanted]
-        for e in previous:
-            self.release(e)
-        deadline = time.monotonic() + self.timeout
-        pending = list(plan)
-        while pending:
-            e, target = pending[0]
-            holding = [x for x, _ in plan if x.held and x is not e]
-            remaining = deadline - time.monotonic()
-            with self.lock:
-                others = sum(o.reserved for o in self.entries.values()
-                             if o.held and o is not e and o.device == e.device)
-            target = min(target, self.budget(e.device) - others)
+    def after(self):
+        if self.active():
             try:
-                if remaining <= 0:
-                    raise rocmmem_error("Timeout")(110, f"waited {self.timeout:g} s for room")
-                self.hold(e, target, min(BACKOFF, remaining) if holding else remaining,
-                          shrink=False)
-                pending.pop(0)
+                self.books.reconcile()
             except Exception as err:
-                if not self.active():
-                    return
-                if holding and isinstance(err, rocmmem_error("Timeout")) and remaining > 0:
-                    for x in holding:
-                        self.release(x)
-                    pending = [(e, target)] + [(x, t) for x, t in plan
-                                               if x is not e and not x.held]
+                log.warning("rocmmem: could not update the reservations: %s", err)
+
+    def working(self, memory_required):
+        """The working memory of a step: what load_models_gpu was asked for beyond the
+        weights, or ComfyUI's own floor for any step when that is more."""
+        floor = B.call(getattr(self.mm, "minimum_inference_memory", None), 0) - \
+            B.call(getattr(self.mm, "extra_reserved_memory", None), 0)
+        try:
+            asked = int(memory_required or 0)
+        except (TypeError, ValueError):
+            asked = 0
+        return max(asked, int(floor), 0)
+
+    def rows(self, device=None):
+        """[(device, name, declared, real or None, state, model id)] of this ComfyUI's
+        holdings."""
+        with self.lock:
+            loaded = self.books.loaded_models()
+            out = []
+            for e in self.books.entries.values():
+                if device is not None and e.device != device:
                     continue
-                log.warning("rocmmem: could not reserve memory for %s: %s; ComfyUI loads it "
-                            "anyway", e.name, err)
-                pending.pop(0)
-
-    def reconcile(self):
-        """Makes the reservations match what ComfyUI has on the GPU (under the lock)."""
-        loaded = self.loaded_models()
-        for e in list(self.entries.values()):
-            module = e.ref()
-            if e.handle is None:
-                if module is None:
-                    self.forget(e)
-                continue
-            if module is None:  # garbage-collected: its memory went with it
-                self.release(e)
-                self.forget(e)
-                continue
-            lm = loaded.get(id(module))
-            nbytes = 0
-            if lm is not None:
-                nbytes = int(_call(getattr(lm, "model_loaded_memory", None), 0))
-            if nbytes == e.reserved:
-                continue
-            try:
-                # Shrinking is immediate (ComfyUI unloaded it, or loaded only part of it);
-                # growing past the reservation (a load that could not get one) is only
-                # recorded when there is room at once.
-                e.handle.resize(nbytes, timeout=0)
-                e.reserved = nbytes
-            except Exception as err:
-                log.debug("rocmmem: resize %s to %d: %s", e.name, nbytes, err)
-
-    def release_all(self):
-        with self.lock:
-            held = [e for e in self.entries.values() if e.held]
-        for e in held:
-            self.release(e)
+                if e.kind == "model":
+                    module = e.ref()
+                    lm = loaded.get(id(module)) if module is not None else None
+                    real = int(B.call(getattr(lm, "model_loaded_memory", None), 0)) if lm \
+                        else 0
+                    state = "in use" if e.held else "idle" if e.reserved else "not loaded"
+                    name = f"{e.name} ({e.model_class}{', dynamic' if e.dynamic else ''})"
+                    out.append((e.device, name, e.reserved, real, state, _id(e)))
+                elif e.held:
+                    out.append((e.device, e.name, e.reserved, None, "in use", _id(e)))
+        return out
 
     # -- the daemon's requests (on the event thread, or inside a call that waits)
 
-    def unload(self, handle, why):
+    def unload(self, e, why):
         with self.lock:
-            e = self.by_id.get(handle.id)
-            if e is None:
-                return
             module = e.ref()
-            if module is not None and self.depth() == 0:
-                lm = self.loaded_models().get(id(module))
-                if lm is not None:
-                    keep = [o for o in list(self.mm.current_loaded_models) if o is not lm]
-                    self.original("free_memory", 1e30, lm.device, keep_loaded=keep)
-                    if id(module) in self.loaded_models():
-                        # ComfyUI kept it (a version whose free_memory decides otherwise):
-                        # unload it the way free_memory does.
-                        lm.model_unload()
-                        self.mm.current_loaded_models[:] = [
-                            o for o in self.mm.current_loaded_models if o is not lm]
-                        if "soft_empty_cache" in self.originals:
-                            self.original("soft_empty_cache")
-                    log.info("rocmmem: %s %s for another request", why, e.name)
-            elif module is not None:
+            if module is None:
+                return
+            if self.depth() > 0:
                 # Called inside one of ComfyUI's own calls (never by this package): unloading
                 # now would pull a model from under it. Not acked: revoked at the deadline.
-                raise RuntimeError(f"cannot unload {handle.name} inside ComfyUI's model "
+                raise RuntimeError(f"cannot unload {e.name} inside ComfyUI's model "
                                    "management")
-            e.reserved = 0
-            self.evictions += 1
-
-    def on_evict(self, handle):
-        self.unload(handle, "unloaded")
-
-    def on_revoked(self, handle, reason):
-        log.warning("rocmmem: %s was revoked: %s", handle.name, reason)
-        self.unload(handle, "unloaded (late)")
+            lm = self.books.loaded_models().get(id(module))
+            if lm is None:
+                return
+            keep = [o for o in list(self.mm.current_loaded_models) if o is not lm]
+            self.original("free_memory", 1e30, lm.device, keep_loaded=keep)
+            if id(module) in self.books.loaded_models():
+                # ComfyUI kept it (a version whose free_memory decides otherwise): unload
+                # it the way free_memory does.
+                lm.model_unload()
+                self.mm.current_loaded_models[:] = [
+                    o for o in self.mm.current_loaded_models if o is not lm]
+                if "soft_empty_cache" in self.originals:
+                    self.original("soft_empty_cache")
+            log.info("rocmmem: %s %s for another request", why, e.name)
 
     # -- the wrappers
 
@@ -335,58 +166,93 @@ class _Hooks(_Holdings):
         if self.depth() > 0 or not self.active():
             return self.original("load_models_gpu", models, *args, **kwargs)
         models = list(models)
+        required = kwargs.get("memory_required", args[0] if args else 0)
         with self.lock:
-            self.budgets = {}  # read again once per load: a reloaded daemon may change them
+            self.books.budgets = {}  # read again once per load: a reloaded daemon may change
             plan = []
             for p in _patchers(models):
                 try:
-                    e = self.entry(p)
+                    e = self.books.model(p)
                 except Exception as err:
-                    _once(logging.WARNING, ("register", type(p).__name__),
-                          "could not register %s with rocmmemd: %s", type(p).__name__, err)
+                    report.once(logging.WARNING, ("register", type(p).__name__),
+                                "could not register %s with rocmmemd: %s", type(p).__name__,
+                                err)
                     continue
                 if e is not None and not any(e is x for x, _ in plan):
-                    plan.append((e, int(_call(getattr(p, "model_size", None), 0))))
-        self.reserve(plan)
+                    plan.append((e, e.size))
+            for device in sorted({e.device for e, _ in plan}):
+                w = self.books.extra(B.WORK, device)
+                if w is not None:
+                    plan.append((w, self.working(required)))
+        self.books.reserve(plan)
         try:
             with self.lock:
                 return self.original("load_models_gpu", models, *args, **kwargs)
         finally:
             with self.lock:
                 self.after()
+            for device in sorted({e.device for e, _ in plan}):
+                rows = [r for r in self.rows(device) if r[4] == "in use"]
+                log.info("rocmmem: %s", report.step_line(
+                    device, rows, report.torch_bytes(device)))
 
-    def after(self):
-        if self.active():
+    def free_memory(self, memory_required, device, *args, **kwargs):
+        if self.depth() > 0 or not self.active():
+            return self.original("free_memory", memory_required, device, *args, **kwargs)
+        index = B.device_index(device)
+        if index is not None:
             try:
-                self.reconcile()
-            except Exception as err:
-                log.warning("rocmmem: could not update the reservations: %s", err)
-
-    def passthrough(self, name):
-        def wrapper(*args, **kwargs):
-            if self.depth() > 0 or not self.active():
-                return self.original(name, *args, **kwargs)
-            with self.lock:
-                try:
-                    return self.original(name, *args, **kwargs)
-                finally:
-                    self.after()
-
-        return wrapper
-
-    def execute(self, original):
-        def execute(executor, *args, **kwargs):
+                asked = int(memory_required)
+            except (TypeError, ValueError, OverflowError):
+                asked = 0
+            if 0 < asked < self.books.budget(index):
+                with self.lock:
+                    e = self.books.extra(B.DIRECT, index)
+                if e is not None:
+                    self.books.reserve([(e, asked)], end_previous=False)
+            else:  # a flush: nothing of it will be used
+                self.books.end_direct(index)
+        with self.lock:
             try:
-                return original(executor, *args, **kwargs)
+                return self.original("free_memory", memory_required, device, *args,
+                                     **kwargs)
             finally:
-                # The prompt is done: its models stay loaded but are idle, for the daemon to
-                # evict when another request needs the room.
-                if self.active():
-                    self.release_all()
-                    with self.lock:
-                        self.after()
+                self.after()
 
-        return execute
+    def unload_all_models(self, *args, **kwargs):
+        if self.depth() > 0 or not self.active():
+            return self.original("unload_all_models", *args, **kwargs)
+        with self.lock:
+            try:
+                return self.original("unload_all_models", *args, **kwargs)
+            finally:
+                self.after()
+
+    def soft_empty_cache(self, *args, **kwargs):
+        # ComfyUI calls it while sampling (2026): it touches no model list, so it runs
+        # without the lock, and the reservations are updated only when the lock is free.
+        if self.depth() > 0 or not self.active():
+            return self.original("soft_empty_cache", *args, **kwargs)
+        try:
+            return self.original("soft_empty_cache", *args, **kwargs)
+        finally:
+            if self.lock.acquire(blocking=False):
+                try:
+                    self.after()
+                finally:
+                    self.lock.release()
+
+    def node_done(self):
+        if self.active():
+            self.books.end_step()
+
+    def prompt_done(self):
+        # The prompt is done: its models stay loaded but are idle, for the daemon to evict
+        # when another request needs the room; what was reserved beyond them goes back.
+        if self.active():
+            self.books.end_all()
+            with self.lock:
+                self.after()
 
     # -- installing
 
@@ -394,41 +260,89 @@ class _Hooks(_Holdings):
         for name in HOOKED:
             fn = getattr(self.mm, name, None)
             if not callable(fn):
-                _once(logging.INFO, ("missing", name), "this ComfyUI has no "
-                      "comfy.model_management.%s: not hooked", name)
+                report.once(logging.INFO, ("missing", name), "this ComfyUI has no "
+                            "comfy.model_management.%s: not hooked", name)
                 continue
             self.originals[name] = fn
-            if name == "load_models_gpu":
-                def wrapper(models, *args, **kwargs):
-                    return self.load_models_gpu(models, *args, **kwargs)
-            else:
-                wrapper = self.passthrough(name)
+            wrapper = _forward(getattr(self, name))
+            functools.update_wrapper(wrapper, fn)
             wrapper.__rocmmem_original__ = fn
             setattr(self.mm, name, wrapper)
         try:
             execution = importlib.import_module("execution")
             cls = execution.PromptExecutor
-            original = cls.execute
+            self.patch(cls, "execute", self.prompt_done)
         except Exception:
-            _once(logging.INFO, ("missing", "execute"), "no execution.PromptExecutor.execute: "
-                  "models stay in use until the next load")
+            report.once(logging.INFO, ("missing", "execute"), "no execution.PromptExecutor."
+                        "execute: models stay in use until the next load")
+            return
+        if callable(getattr(execution, "execute", None)):
+            self.patch(execution, "execute", self.node_done)
         else:
-            wrapper = self.execute(original)
-            wrapper.__rocmmem_original__ = original
-            cls.execute = wrapper
-            self.executor = (cls, original)
+            report.once(logging.INFO, ("missing", "node"), "no execution.execute: working "
+                        "memory stays reserved until the next load or the end of the prompt")
+
+    def patch(self, owner, name, done):
+        """Wraps owner.name (sync or async) so that done() runs when it returns."""
+        original = getattr(owner, name)
+        if inspect.iscoroutinefunction(original):
+            async def wrapper(*args, **kwargs):
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    done()
+        else:
+            def wrapper(*args, **kwargs):
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    done()
+        functools.update_wrapper(wrapper, original)
+        wrapper.__rocmmem_original__ = original
+        setattr(owner, name, wrapper)
+        self.patched.append((owner, name, original))
 
     def unwrap(self):
         for name, fn in self.originals.items():
             setattr(self.mm, name, fn)
         self.originals = {}
-        if self.executor is not None:
-            cls, original = self.executor
-            cls.execute = original
-            self.executor = None
+        for owner, name, original in reversed(self.patched):
+            setattr(owner, name, original)
+        self.patched = []
+
+
+def _id(e):
+    return e.handle.id if e.handle is not None else None
+
+
+def _forward(method):
+    def wrapper(*args, **kwargs):
+        return method(*args, **kwargs)
+
+    return wrapper
+
+
+def _patchers(models):
+    """The ModelPatchers load_models_gpu loads for models: each with its patch models."""
+    out = []
+    for m in models:
+        for p in [m] + list(B.call(getattr(m, "model_patches_models", None), [])):
+            if not any(p is q for q in out):
+                out.append(p)
+    return out
+
+
+def _version():
+    """"ComfyUI 0.3.64" from its comfyui_version.py, where it has one."""
+    try:
+        v = importlib.import_module("comfyui_version").__version__
+    except Exception:
+        return "this ComfyUI"
+    return f"ComfyUI {v}"
 
 
 _hooks = None
+_why_not = None  # why install() left ComfyUI alone, for the status node
 _install_lock = threading.Lock()
 
 
@@ -437,55 +351,68 @@ def installed():
     return _hooks
 
 
+def not_hooked_reason():
+    return _why_not
+
+
+def _refuse(level, key, message, *args):
+    global _why_not
+    _why_not = message % args if args else message
+    report.once(level, key, message, *args)
+    return False
+
+
 def install(client=None, model_management=None):
     """Connects to rocmmemd (unless given a client) and wraps ComfyUI's model management.
 
-    Returns True when the hooks are in place; False, having changed nothing, when ComfyUI's
-    comfy.model_management, the rocmmem package or the daemon is missing (logged).
+    Returns True when the hooks are in place; False, having changed nothing, when this ComfyUI
+    cannot be accounted for, or comfy.model_management, the rocmmem package or the daemon is
+    missing (each logged once).
     """
-    global _hooks
+    global _hooks, _why_not
     with _install_lock:
         if _hooks is not None:
             return True
         if os.environ.get("ROCMMEM_COMFYUI") == "0":
-            _once(logging.INFO, "disabled", "ROCMMEM_COMFYUI=0: ComfyUI's models are not "
-                  "arbitrated")
-            return False
+            return _refuse(logging.INFO, "disabled", "ROCMMEM_COMFYUI=0: ComfyUI's models are "
+                           "not arbitrated")
         mm = model_management
         if mm is None:
             try:
                 mm = importlib.import_module("comfy.model_management")
             except Exception as err:
-                _once(logging.WARNING, "no-comfy", "comfy.model_management cannot be imported "
-                      "(%s): nothing hooked", err)
-                return False
+                return _refuse(logging.WARNING, "no-comfy", "comfy.model_management cannot be "
+                               "imported (%s): nothing hooked", err)
         missing = [n for n in REQUIRED if not hasattr(mm, n)]
         if missing:
-            _once(logging.WARNING, "too-old", "this ComfyUI's comfy.model_management lacks %s: "
-                  "nothing hooked", ", ".join(missing))
-            return False
+            return _refuse(logging.WARNING, "too-old", "this ComfyUI's comfy.model_management "
+                           "lacks %s: nothing hooked, ComfyUI runs unarbitrated; rocmmemd needs "
+                           "%s", ", ".join(missing), NEEDED)
+        if not callable(getattr(mm.LoadedModel, "model_loaded_memory", None)):
+            return _refuse(logging.WARNING, "too-old", "%s has no LoadedModel."
+                           "model_loaded_memory(): nothing tells what a loaded model still "
+                           "holds, so rocmmemd cannot account for its memory. ComfyUI runs "
+                           "unarbitrated on this version; rocmmemd needs %s", _version(),
+                           NEEDED)
         owns = client is None
         if owns:
             try:
                 import rocmmem
             except ImportError as err:
-                _once(logging.WARNING, "no-package", "the rocmmem Python package is not "
-                      "installed in ComfyUI's Python (%s): ComfyUI manages its memory alone",
-                      err)
-                return False
+                return _refuse(logging.WARNING, "no-package", "the rocmmem Python package "
+                               "cannot be imported (%s): ComfyUI manages its memory alone", err)
             try:
                 client = rocmmem.connect(name=os.environ.get("ROCMMEM_CLIENT_NAME", "ComfyUI"),
                                          fail_safe=True)
             except Exception as err:
-                _once(logging.WARNING, "no-connect", "cannot reach rocmmemd (%s): ComfyUI "
-                      "manages its memory alone", err)
-                return False
+                return _refuse(logging.WARNING, "no-connect", "cannot reach rocmmemd (%s): "
+                               "ComfyUI manages its memory alone", err)
         if not client.available:
-            _once(logging.INFO, "no-daemon", "rocmmemd not available (%s): ComfyUI manages its "
-                  "memory alone", client.unavailable_reason)
+            reason = client.unavailable_reason
             if owns:
                 client.close()
-            return False
+            return _refuse(logging.INFO, "no-daemon", "rocmmemd not available (%s): ComfyUI "
+                           "manages its memory alone", reason)
         client.start_event_thread()
         h = _Hooks(mm, client, owns)
         try:
@@ -495,14 +422,20 @@ def install(client=None, model_management=None):
             if owns:
                 client.close()
             raise
-        _hooks = h
-        log.info("rocmmem: ComfyUI's models are arbitrated by rocmmemd %s (%s backend)",
-                 client.daemon_version, client.backend)
-        return True
+        _hooks, _why_not = h, None
+    log.info("rocmmem: ComfyUI's models are arbitrated by rocmmemd %s (%s backend)",
+             client.daemon_version, client.backend)
+    if client.backend == "host":
+        report.once(logging.WARNING, "host-backend", "rocmmemd runs on its host backend: it "
+                    "loaded no GPU runtime, so it counts ComfyUI's GPU models against a budget "
+                    "of host memory, not of the GPU, and cannot see what the GPU really holds. "
+                    "Install a GPU runtime rocmmemd can load (ROCm's libamdhip64, or NVIDIA's "
+                    "libcuda) and restart rocmmemd")
+    return True
 
 
 def uninstall():
-    """Puts ComfyUI's functions back, forgets the models and closes the client (if install
+    """Puts ComfyUI's functions back, forgets the holdings and closes the client (if install
     opened it)."""
     global _hooks
     with _install_lock:
@@ -510,74 +443,29 @@ def uninstall():
     if h is None:
         return
     h.unwrap()
-    with h.lock:
-        entries = list(h.entries.values())
-    for e in entries:
-        h.release(e)
-        h.forget(e)
+    for e in h.books.slots():
+        h.books.release(e)
+        h.books.forget(e)
     if h.owns_client:
         h.client.close()
 
 
-# --- status --------------------------------------------------------------------------------
-
-def _size(n):
-    try:
-        from rocmmem import format_size
-    except ImportError:
-        return f"{n} B"
-    return format_size(int(n))
-
-
-def _count(n, what):
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def format_status(st, hooked=None):
-    """rocmmemd's status (a status --json dict) as text: daemon, devices, clients, models."""
-    d = st.get("daemon", {})
-    lines = [f"rocmmemd {d.get('version', '?')}, pid {d.get('pid', '?')}, backend "
-             f"{d.get('backend', '?')}"]
-    if hooked is not None:
-        lines.append(hooked)
-    lines.append("")
-    lines.append("devices:")
-    for dev in st.get("devices", []):
-        lines.append(f"  {dev['index']} {dev.get('name', '')}: budget "
-                     f"{_size(dev['budget_bytes'])}, leased {_size(dev['leased_bytes'])}, "
-                     f"reserved {_size(dev.get('reserved_bytes', 0))}, free "
-                     f"{_size(dev['free_bytes'])}")
-    lines.append("clients:")
-    for c in st.get("clients", []):
-        lines.append(f"  pid {c['pid']} {c.get('name', '')}: "
-                     f"{_count(c.get('models', 0), 'model')}, "
-                     f"{_size(c.get('reserved_bytes', 0))} reserved, "
-                     f"{_count(c.get('leases', 0), 'lease')}, "
-                     f"{_size(c.get('leased_bytes', 0))} leased")
-    models = st.get("models", [])
-    lines.append("models:" if models else "models: none")
-    for m in models:
-        lines.append(f"  {m.get('id', '?')} {m['name']} ({m['class']}) pid {m['owner_pid']} "
-                     f"device {m['device']}: {m['state'].replace('_', ' ')}, "
-                     f"{_size(m['bytes'])}")
-    queue = st.get("queue", [])
-    if queue:
-        lines.append(f"queue: {len(queue)} waiting")
-    return "\n".join(lines)
-
-
 def status_text():
-    """What the status node shows: rocmmemd's status, or why there is none."""
+    """What the status node shows: rocmmemd's status and this ComfyUI's holdings, or why
+    there are none."""
     h = _hooks
     if h is not None and h.active():
         st = h.client.status()
         if st is not None:
-            return format_status(st, f"ComfyUI: models arbitrated ({len(h.entries)} "
-                                     f"registered, {_count(h.evictions, 'eviction')})")
+            models = h.books.slots("model")
+            head = (f"ComfyUI: models arbitrated ({len(models)} registered, "
+                    f"{report.count(h.books.evictions, 'eviction')})")
+            return (report.format_status(st, head) + "\n\n" +
+                    report.format_own(st, os.getpid(), h.rows(), report.torch_bytes))
     try:
         import rocmmem
     except ImportError:
-        return ("rocmmemd not available: the rocmmem Python package is not installed in "
+        return ("rocmmemd not available: the rocmmem Python package cannot be imported in "
                 "ComfyUI's Python (docs/integrations.md)")
     try:
         c = rocmmem.connect(name="ComfyUI status", fail_safe=True, timeout=0)
@@ -589,8 +477,8 @@ def status_text():
         st = c.status()
         if st is None:
             return "rocmmemd not available"
-        note = ("ComfyUI: models not arbitrated (rocmmemd was not reachable when ComfyUI "
-                "started: restart ComfyUI)")
-        return format_status(st, note)
+        note = _why_not or ("rocmmemd was not reachable when ComfyUI started: restart "
+                            "ComfyUI")
+        return report.format_status(st, f"ComfyUI: models not arbitrated ({note})")
     finally:
         c.close()

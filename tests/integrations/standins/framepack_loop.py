@@ -39,6 +39,15 @@ import traceback
 
 import framepack_models as fm
 
+try:
+    import torch
+except ImportError:
+    pass
+else:
+    if not torch.cuda.is_available():
+        import fakecuda  # Debian's CPU-only PyTorch: FramePack would not start without a GPU
+        fakecuda.install()
+
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where a stuck run is stuck
 
 p = argparse.ArgumentParser()

@@ -1,2 +1,0 @@
-# SPDX-License-Identifier: MIT
-"""Stand-in for ComfyUI's comfy package: only what tests/integrations/test_comfyui.py needs."""
