@@ -59,7 +59,8 @@ struct ctl_output {
 struct ctl {
 	const char *socket; /* --socket, or NULL */
 	bool json;	    /* --json */
-	bool color;	    /* stdout is a terminal that takes colour (not NO_COLOR, not dumb) */
+	bool tty;	    /* stdout is a terminal */
+	bool color;	    /* ... that takes colour (not NO_COLOR, not TERM=dumb) */
 	const struct ctl_command *command;
 	struct ctl_output out;
 	/* ctl_next_option's state: the getopt tables built from the command's options. */

@@ -222,8 +222,8 @@ static const struct ctl_option lease_options[] = {
     {"hold", 'H', "SECONDS", "hold it this long, then release it\n(default: until Ctrl-C)"},
     {"tag", 't', "TAG", "a tag for status to show"},
     {"timeout", 'T', "SECONDS",
-     "wait at most this long for the memory (0: refused\n"
-     "at once if it does not fit; default: no limit)"},
+     "wait at most this long for the memory (default 0:\n"
+     "refused at once if it does not fit; inf: no limit)"},
     {"device", 'd', "N", "the device (default 0)"},
     {NULL, 0, NULL, NULL},
 };

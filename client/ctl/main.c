@@ -273,16 +273,14 @@ static bool wants_json(int argc, char **argv)
 	return false;
 }
 
-/* use_color: colour for a terminal only, and never against NO_COLOR (https://no-color.org). */
+/* use_color: a terminal takes colour unless NO_COLOR (https://no-color.org) or TERM=dumb. */
 static bool use_color(void)
 {
 	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
 
 	if (no && no[0])
 		return false;
-	if (term && strcmp(term, "dumb") == 0)
-		return false;
-	return isatty(STDOUT_FILENO);
+	return !term || strcmp(term, "dumb") != 0;
 }
 
 int main(int argc, char **argv)
@@ -301,7 +299,8 @@ int main(int argc, char **argv)
 
 	/* Character widths for the tables (UTF-8 names); numbers stay as they are. */
 	setlocale(LC_CTYPE, "");
-	ctl.color = use_color();
+	ctl.tty = isatty(STDOUT_FILENO);
+	ctl.color = ctl.tty && use_color();
 	ctl_errors_json(wants_json(argc, argv));
 	/* '+': stop at the command, whose own options follow it. */
 	optind = 0;

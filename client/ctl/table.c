@@ -30,6 +30,46 @@ static int find_column(const struct ctl_table_spec *spec, const char *name, size
 	return -1;
 }
 
+/* longest_word is the narrowest a wrapped cell can be: its longest word (in bytes). */
+static size_t longest_word(const struct libscols_column *cl, const char *data, void *userdata)
+{
+	size_t best = 0, len;
+
+	(void)cl;
+	(void)userdata;
+	while (data && *data) {
+		len = strcspn(data, " ");
+		if (len > best)
+			best = len;
+		data += len;
+		data += strspn(data, " ");
+	}
+	return best;
+}
+
+/*
+ * next_line ends a wrapped cell's line at the last blank that fits the column, in place, and
+ * returns the rest (NULL: the rest fits). libsmartcols' own wrapping cuts words in two.
+ */
+static char *next_line(const struct libscols_column *cl, char *data, void *userdata)
+{
+	size_t width = scols_column_get_width(cl), len = data ? strlen(data) : 0;
+	char *cut = NULL;
+
+	(void)userdata;
+	if (len <= width)
+		return NULL;
+	for (size_t i = 0; i <= width; i++)
+		if (data[i] == ' ')
+			cut = data + i;
+	if (!cut)
+		cut = strchr(data + width, ' '); /* a word wider than the column: whole */
+	if (!cut)
+		return NULL;
+	*cut = '\0';
+	return cut + 1 + strspn(cut + 1, " ");
+}
+
 /* add_column puts spec column i into the table, once. Returns 0 or -ENOMEM. */
 static int add_column(struct ctl_table *t, size_t i)
 {
@@ -41,11 +81,14 @@ static int add_column(struct ctl_table *t, size_t i)
 		return 0;
 	if (c->flags & CTL_COL_RIGHT)
 		flags |= SCOLS_FL_RIGHT;
-	if (c->flags & CTL_COL_WRAP)
+	/* On a terminal, long text wraps at blanks within its width; piped, it stays whole. */
+	if ((c->flags & CTL_COL_WRAP) && t->ctl->tty)
 		flags |= SCOLS_FL_WRAP;
 	cl = scols_table_new_column(t->tb, c->name, 0, flags);
 	if (!cl)
 		return -ENOMEM;
+	if (flags & SCOLS_FL_WRAP)
+		scols_column_set_wrapfunc(cl, longest_word, next_line, NULL);
 	if (t->ctl->color)
 		scols_cell_set_color(scols_column_get_header(cl), "bold");
 	t->shown[i] = (int)scols_table_get_ncols(t->tb) - 1;
@@ -181,10 +224,19 @@ int ctl_table_print(struct ctl_table *t)
 {
 	int rc = 0;
 
-	if (t->ctl->out.csv)
+	if (t->ctl->out.csv) {
 		print_csv(t);
-	else if (scols_print_table(t->tb) < 0)
+	} else if (scols_table_get_nlines(t->tb) == 0) {
+		/* libsmartcols prints nothing for no rows: the headings say what is empty. */
+		for (size_t i = 0; !t->ctl->out.noheadings && i < scols_table_get_ncols(t->tb); i++)
+			printf("%s%s", i ? " " : "",
+			       scols_cell_get_data(
+				   scols_column_get_header(scols_table_get_column(t->tb, i))));
+		if (!t->ctl->out.noheadings)
+			putchar('\n');
+	} else if (scols_print_table(t->tb) < 0) {
 		rc = -EIO;
+	}
 	scols_unref_table(t->tb);
 	free(t);
 	return rc;

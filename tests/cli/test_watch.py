@@ -423,7 +423,8 @@ class Errors(WatchCase):
     def test_help_lists_watch(self):
         r = self.ctl("--help", sock=False)
         self.assertEqual(r.rc, 0, r)
-        self.assertRegex(r.stdout, r"(?m)^  watch \[-i SECONDS\] \[-n COUNT\] \[--device N\]")
+        self.assertRegex(r.stdout,
+                         r"(?m)^  watch \[--interval SECONDS\] \[--count COUNT\] \[--device N\]")
 
 
 if __name__ == "__main__":
