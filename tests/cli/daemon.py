@@ -143,7 +143,7 @@ def run(args, env=None, timeout=10.0):
 class Background:
     """A long-running process whose stdout and stderr go to files, so nothing ever blocks."""
 
-    def __init__(self, args, workdir, name, env=None, umask=-1):
+    def __init__(self, args, workdir, name, env=None, umask=-1, cwd=None):
         self.args = list(args)
         self.out_path = os.path.join(workdir, name + ".out")
         self.err_path = os.path.join(workdir, name + ".err")
@@ -151,7 +151,7 @@ class Background:
             self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=err,
                                          env=env if env is not None else clean_env(),
-                                         umask=umask)
+                                         umask=umask, cwd=cwd)
         self.pid = self.proc.pid
 
     def stdout(self):
