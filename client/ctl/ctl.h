@@ -123,6 +123,9 @@ const char *ctl_errno_name(int err, char *buf, size_t len);
 /* ------------------------------------------------------------------------------------------ */
 /* Formatting */
 
+/* ctl_monotonic_ms is CLOCK_MONOTONIC in milliseconds. */
+int64_t ctl_monotonic_ms(void);
+
 /* ctl_duration writes whole seconds as "42s", "3m05s" or "2h07m" into buf. Returns buf. */
 const char *ctl_duration(uint64_t s, char *buf, size_t len);
 

@@ -10,6 +10,14 @@
 #include "ctl.h"
 #include "size.h"
 
+int64_t ctl_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 const char *ctl_duration(uint64_t s, char *buf, size_t len)
 {
 	if (s < 60)

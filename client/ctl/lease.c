@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* lease.c: `rocmmemctl lease`: acquire a lease, print it, hold it, release it. */
 #include <errno.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -33,14 +31,6 @@ static void on_event(rocmmem_client *client, const struct rocmmem_event *ev, voi
 	}
 }
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * hold waits until hold_ms passes (< 0: forever), SIGINT/SIGTERM/SIGHUP arrive, or the daemon
  * ends the lease. Returns 0 when the lease is still ours to release, else CTL_EXIT_UNREACHABLE.
@@ -48,7 +38,7 @@ static int64_t monotonic_ms(void)
 static int hold(rocmmem_client *client, int64_t hold_ms, int sigfd)
 {
 	struct hold_state h = {0};
-	int64_t end = hold_ms < 0 ? -1 : monotonic_ms() + hold_ms;
+	int64_t end = hold_ms < 0 ? -1 : ctl_monotonic_ms() + hold_ms;
 
 	rocmmem_set_event_callback(client, on_event, &h);
 	for (;;) {
@@ -56,7 +46,7 @@ static int hold(rocmmem_client *client, int64_t hold_ms, int sigfd)
 		    {.fd = sigfd, .events = POLLIN},
 		    {.fd = rocmmem_event_fd(client), .events = POLLIN},
 		};
-		int64_t left = end < 0 ? -1 : end - monotonic_ms();
+		int64_t left = end < 0 ? -1 : end - ctl_monotonic_ms();
 		int rc;
 
 		if (end >= 0 && left <= 0)
@@ -69,8 +59,8 @@ static int hold(rocmmem_client *client, int64_t hold_ms, int sigfd)
 		if (fds[1].revents) {
 			rocmmem_dispatch(client);
 			if (h.lost) {
-				fprintf(stderr, "rocmmemctl: lost the lease: %s\n", h.why);
-				return CTL_EXIT_UNREACHABLE;
+				return ctl_error(NULL, CTL_EXIT_UNREACHABLE, -ECONNRESET,
+						 "lost the lease: %s", h.why);
 			}
 		}
 	}

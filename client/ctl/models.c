@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* models.c: `rocmmemctl models`, `evict`, `pin` and `unpin`, and how a model is printed. */
 #include <errno.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "args.h"
 #include "ctl.h"
@@ -333,14 +331,6 @@ static const char *describe(const struct target *t, char *buf, size_t len)
 	return buf;
 }
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 {
 	const char *model = NULL;
@@ -362,10 +352,10 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 	rc = resolve(ctl, st, model, &t);
 	if (rc)
 		goto out;
-	started = monotonic_ms();
+	started = ctl_monotonic_ms();
 	/* Waits until the owner has unloaded it, or the daemon took it back at the deadline. */
 	err = rocmmem_model_evict(client, t.id, &freed);
-	elapsed = monotonic_ms() - started;
+	elapsed = ctl_monotonic_ms() - started;
 	if (err < 0) {
 		rc = ctl_fail(ctl, "evict", err);
 		goto out;

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -83,14 +82,6 @@ static void describe(const struct ctl_progress *p, const struct place *pl, char 
 		 size_format(pl->budget_bytes, budget, sizeof(budget)));
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* say writes the line: in place on a terminal (cut to its width), else when it is news. */
 static void say(struct ctl_progress *p, const struct place *pl)
 {
@@ -108,9 +99,9 @@ static void say(struct ctl_progress *p, const struct place *pl)
 			line);
 		p->open = true;
 	} else if (pl->position != p->position || pl->count != p->count ||
-		   now_ms() - p->said_ms >= PROGRESS_PIPE_REPEAT_MS) {
+		   ctl_monotonic_ms() - p->said_ms >= PROGRESS_PIPE_REPEAT_MS) {
 		fprintf(stderr, "%s\n", line);
-		p->said_ms = now_ms();
+		p->said_ms = ctl_monotonic_ms();
 	} else {
 		return;
 	}

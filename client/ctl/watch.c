@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* watch.c: `rocmmemctl watch`: the daemon's telemetry, live on a terminal or as JSON lines. */
 #include <errno.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,7 +9,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -50,14 +48,6 @@ struct watch {
 	char events[WATCH_EVENTS][WATCH_EVENT_LEN]; /* a ring of formatted event lines */
 	unsigned nevents, next_event;
 };
-
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool shows_device(const struct watch *w, uint32_t device)
 {
@@ -347,7 +337,7 @@ static void draw_terminal(struct watch *w)
 		w->output_failed = true;
 	free(buf);
 	w->dirty = false;
-	w->drawn_ms = monotonic_ms();
+	w->drawn_ms = ctl_monotonic_ms();
 }
 
 /* print_plain prints the view as plain text, followed by a blank line. */
@@ -455,7 +445,7 @@ static bool read_signals(struct watch *w, int sigfd)
 }
 
 /* run loops until -n samples were shown, a signal stops it or the daemon goes away. */
-static int run(struct watch *w, rocmmem_client *client, int sigfd)
+static int run(const struct ctl *ctl, struct watch *w, rocmmem_client *client, int sigfd)
 {
 	for (;;) {
 		struct pollfd fds[2] = {
@@ -466,14 +456,13 @@ static int run(struct watch *w, rocmmem_client *client, int sigfd)
 
 		if (w->output_failed)
 			return CTL_EXIT_USAGE;
-		if (w->lost) {
-			fprintf(stderr, "rocmmemctl: watch: lost the daemon: %s\n", w->why);
-			return CTL_EXIT_UNREACHABLE;
-		}
+		if (w->lost)
+			return ctl_error(ctl, CTL_EXIT_UNREACHABLE, -ECONNRESET,
+					 "lost the daemon: %s", w->why);
 		if (w->count && w->samples >= w->count)
 			return CTL_EXIT_OK;
 		if (w->dirty && w->tty && w->frame) {
-			int64_t left = w->drawn_ms + WATCH_REDRAW_MS - monotonic_ms();
+			int64_t left = w->drawn_ms + WATCH_REDRAW_MS - ctl_monotonic_ms();
 
 			if (left <= 0) {
 				draw_terminal(w);
@@ -481,10 +470,8 @@ static int run(struct watch *w, rocmmem_client *client, int sigfd)
 			}
 			timeout = (int)left;
 		}
-		if (poll(fds, 2, timeout) < 0 && errno != EINTR) {
-			fprintf(stderr, "rocmmemctl: watch: poll: %s\n", strerror(errno));
-			return CTL_EXIT_USAGE;
-		}
+		if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+			return ctl_error(ctl, CTL_EXIT_USAGE, -errno, "poll: %s", strerror(errno));
 		if ((fds[0].revents & POLLIN) && read_signals(w, sigfd))
 			return CTL_EXIT_OK;
 		if (fds[1].revents && rocmmem_dispatch(client) < 0 && !w->lost) {
@@ -573,7 +560,7 @@ static int cmd_watch(struct ctl *ctl, int argc, char **argv)
 			fputs(TERM_HIDE_CURSOR TERM_HOME TERM_CLEAR_SCREEN, stdout);
 			fflush(stdout);
 		}
-		rc = run(w, client, sigfd);
+		rc = run(ctl, w, client, sigfd);
 		if (w->tty) {
 			fputs(TERM_SHOW_CURSOR, stdout);
 			fflush(stdout);
