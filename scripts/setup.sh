@@ -31,7 +31,7 @@ test_packages=(
 	valgrind
 	# The fuzz build (ROCMMEM_FUZZ=ON): clang and its libFuzzer and sanitizer runtimes.
 	clang libclang-rt-dev
-	# rocmmemctl's bash completion, checked in a real bash with its helpers.
+	# rocmmemctl's bash completion, loaded by bash-completion's own loader (tests/install).
 	bash-completion
 )
 packages=("${runtime_packages[@]}")
