@@ -4,8 +4,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* parse_decimal reads digits[.digits] into an integer part and a fraction numerator/denominator. */
 static int parse_decimal(const char **p, uint64_t *whole, uint64_t *frac, uint64_t *frac_div,
@@ -103,6 +105,50 @@ int size_parse(const char *text, uint64_t *out)
 		whole += prod / frac_div;
 	}
 	*out = whole;
+	return 0;
+}
+
+/* unit_tail: what a spelled-out unit has after its letter ("4GB", "4Gi", "4 gbytes"), or a
+ * byte count after its digits ("8 bytes"). */
+static bool unit_tail(const char *s, bool letter)
+{
+	static const char *const after_letter[] = {"", "b", "i", "ib", "byte", "bytes"};
+	static const char *const alone[] = {"b", "byte", "bytes"};
+	const char *const *tails = letter ? after_letter : alone;
+	size_t n = letter ? sizeof(after_letter) / sizeof(after_letter[0])
+			  : sizeof(alone) / sizeof(alone[0]);
+
+	for (size_t i = 0; i < n; i++)
+		if (strcasecmp(s, tails[i]) == 0)
+			return true;
+	return false;
+}
+
+int size_suggest(const char *text, char *buf, size_t len, const char **unit)
+{
+	static const char letters[] = "KMGT";
+	static const char *const names[] = {"KiB", "MiB", "GiB", "TiB"};
+	const char *s = text, *digits_end, *l;
+	uint64_t whole, frac, frac_div, check;
+
+	if (!text || parse_decimal(&s, &whole, &frac, &frac_div, 1000000ull) < 0)
+		return -EINVAL;
+	digits_end = s;
+	while (*s == ' ')
+		s++;
+	l = *s ? strchr(letters, toupper((unsigned char)*s)) : NULL;
+	if (l && unit_tail(s + 1, true)) {
+		snprintf(buf, len, "%.*s%c", (int)(digits_end - text), text, *l);
+		*unit = names[l - letters];
+	} else if (!l && *s && unit_tail(s, false)) {
+		snprintf(buf, len, "%.*s", (int)(digits_end - text), text);
+		*unit = "bytes";
+	} else {
+		return -EINVAL;
+	}
+	/* Only what is itself a size, and not what was written. */
+	if (strcmp(buf, text) == 0 || size_parse(buf, &check) < 0)
+		return -EINVAL;
 	return 0;
 }
 

@@ -15,6 +15,14 @@
 int size_parse(const char *text, uint64_t *out);
 
 /*
+ * size_suggest reads text that size_parse refused as the size it most likely meant: a decimal
+ * or spelled-out unit ("4GB", "512 mb", "2 GiB", "1.5Gi", "8 bytes") becomes "4G", "512M", "2G",
+ * "1.5G", "8". Writes that into buf and the unit's binary name ("GiB", or "bytes") into *unit.
+ * Returns 0, or -EINVAL when text does not read as a size with a unit.
+ */
+int size_suggest(const char *text, char *buf, size_t len, const char **unit);
+
+/*
  * size_format writes a human form of bytes ("512 B", "64 MiB", "1.50 GiB") into buf, always
  * NUL-terminated. Returns buf.
  */

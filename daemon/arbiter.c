@@ -443,7 +443,7 @@ static void grant_done(struct job *job)
 		arbiter_lease_event(&e, l,
 				    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED);
 		e.waited_ms = g->waited_ms;
-		event_emit(a->server, &e, LOG_LEVEL_INFO,
+		event_emit(a->server, &e, LOG_LEVEL_DEBUG,
 			   "granted lease %" PRIu64
 			   " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
 			   l->id, size_format(l->size, sz, sizeof(sz)), d->index,
@@ -805,7 +805,7 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 			      lease_id, client_label(l->owner, owner, sizeof(owner)));
 		return;
 	}
-	released(a, l, LOG_LEVEL_INFO, "released");
+	released(a, l, LOG_LEVEL_DEBUG, "released");
 	arbiter_lease_destroy(a, l);
 	a->counters.releases++;
 	client_reply_ok(c, request_id);

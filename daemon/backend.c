@@ -2,6 +2,7 @@
 /* backend.c: the table of backends, the choice among them for --backend, shared helpers. */
 #include "backend.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@ static const struct backend_ops *const backends[] = {
 };
 
 static const char *sharing = "auto";
+/* Why --backend auto ended on host memory ("hip: ...; cuda: ..."); "" when it did not. */
+static char host_fallback[1024];
 
 const char *backend_names(void)
 {
@@ -82,10 +85,13 @@ void backend_alloc_close_fds(struct backend_alloc *a)
 int backend_open(const char *name, struct backend **out)
 {
 	bool any = strcmp(name, "auto") == 0;
+	char skipped[sizeof(host_fallback)] = "";
 	int err = -ENOENT;
 
+	host_fallback[0] = '\0';
 	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
 		char why[512] = "";
+		size_t used = strlen(skipped);
 
 		if (!any && strcmp(name, backends[i]->name) != 0)
 			continue;
@@ -93,14 +99,62 @@ int backend_open(const char *name, struct backend **out)
 		if (err == 0) {
 			log_info("using the %s backend%s", backends[i]->name,
 				 any ? " (chosen by --backend auto)" : "");
+			/* Host memory the user did not ask for: GPU models would be counted
+			 * against system RAM. Said loudly, and kept for status. */
+			if (any && backends[i] == &backend_host_ops) {
+				snprintf(host_fallback, sizeof(host_fallback), "%s", skipped);
+				log_warn(
+				    "no GPU runtime found (%s): serving host memory (system RAM), "
+				    "not GPU memory; set backend = host to mean it, or make the "
+				    "runtime loadable (docs/backends.md)",
+				    skipped);
+			}
 			return 0;
 		}
-		if (any)
+		if (any) {
 			log_info("backend %s unavailable: %s", backends[i]->name, why);
-		else
+			snprintf(skipped + used, sizeof(skipped) - used, "%s%s: %s",
+				 used ? "; " : "", backends[i]->name, why);
+		} else {
 			log_error("Could not open the %s backend: %s", backends[i]->name, why);
+		}
 	}
 	return err;
+}
+
+const char *backend_host_fallback(void)
+{
+	return host_fallback[0] ? host_fallback : NULL;
+}
+
+bool backend_gpu_node(char *path, size_t len)
+{
+	static const char *const fixed[] = {"kfd", "nvidia0"};
+	const char *root = getenv(BACKEND_DEV_ROOT_ENV);
+	char dri[512];
+	struct dirent *e;
+	DIR *dir;
+
+	if (!root || !root[0])
+		root = "/dev";
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		snprintf(path, len, "%s/%s", root, fixed[i]);
+		if (access(path, F_OK) == 0)
+			return true;
+	}
+	snprintf(dri, sizeof(dri), "%s/dri", root);
+	dir = opendir(dri);
+	if (!dir)
+		return false;
+	while ((e = readdir(dir))) {
+		if (strncmp(e->d_name, "renderD", 7) == 0) {
+			snprintf(path, len, "%s/%s", dri, e->d_name);
+			closedir(dir);
+			return true;
+		}
+	}
+	closedir(dir);
+	return false;
 }
 
 int backend_chunk_plan(uint64_t size, uint64_t granule, unsigned n, uint64_t *sizes)

@@ -114,6 +114,22 @@ bool backend_known(const char *name);
  */
 int backend_open(const char *name, struct backend **out);
 
+/*
+ * backend_host_fallback says why the last backend_open("auto") ended on host memory (each GPU
+ * backend's reason, "hip: ...; cuda: ..."), or returns NULL when it did not: a backend named
+ * explicitly, host included, is never a fallback. The text is owned by this module.
+ */
+const char *backend_host_fallback(void);
+
+/* Tests point this at a directory standing in for /dev (a file "kfd" in it, say). */
+#define BACKEND_DEV_ROOT_ENV "ROCMMEM_DEV_ROOT"
+
+/*
+ * backend_gpu_node looks for a GPU device node: /dev/kfd (AMD), /dev/nvidia0 (NVIDIA) or a
+ * /dev/dri/renderD* node. Returns true and writes the first one found into path, else false.
+ */
+bool backend_gpu_node(char *path, size_t len);
+
 static inline const char *backend_name(const struct backend *b)
 {
 	return b->ops->name;

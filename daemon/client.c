@@ -199,7 +199,7 @@ void client_destroy(struct client *c)
 				   client_label(c, label, sizeof(label)),
 				   size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
 		else
-			event_emit(s, &e, LOG_LEVEL_INFO, "client %s disconnected",
+			event_emit(s, &e, LOG_LEVEL_DEBUG, "client %s disconnected",
 				   client_label(c, label, sizeof(label)));
 	}
 	/* The process is nothing to the daemon any more: its pidfd goes with the connection. */
@@ -455,7 +455,7 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
 				  .client = c};
 
-		event_emit(s, &e, LOG_LEVEL_INFO,
+		event_emit(s, &e, LOG_LEVEL_DEBUG,
 			   "client %s connected (uid %u, connection %" PRIu64 ")",
 			   client_label(c, label, sizeof(label)), (unsigned)c->uid, c->id);
 	}

@@ -110,6 +110,29 @@ static int check_config(const struct settings *st)
 	return fflush(stdout) == 0 ? ROCMMEMD_EXIT_OK : ROCMMEMD_EXIT_FAILURE;
 }
 
+/*
+ * host_fallback_refused: under a service manager, a GPU device node with no runtime that can
+ * use it is a broken install, not a machine without a GPU; serving system RAM as if it were
+ * the GPU's memory would hide that from every client. An explicit `backend = host` (never a
+ * fallback) is the way to run on host memory there. Returns true after logging why.
+ */
+static bool host_fallback_refused(void)
+{
+	const char *why = backend_host_fallback();
+	char node[512];
+
+	if (!why || (!getenv("NOTIFY_SOCKET") && !getenv("INVOCATION_ID")))
+		return false;
+	if (!backend_gpu_node(node, sizeof(node)))
+		return false;
+	log_error("Could not use the GPU: %s is present but no GPU runtime loaded (%s); not "
+		  "serving host memory in its place under the service manager. Install the runtime "
+		  "(docs/backends.md), or set backend = host in the configuration to serve host "
+		  "memory on purpose",
+		  node, why);
+	return true;
+}
+
 static void log_leftover(uv_handle_t *handle, void *arg)
 {
 	(void)arg;
@@ -177,6 +200,10 @@ static int run(struct settings *settings)
 
 	if (backend_open(opts->backend, &backend) < 0)
 		return ROCMMEMD_EXIT_FAILURE;
+	if (host_fallback_refused()) {
+		backend->ops->destroy(backend);
+		return ROCMMEMD_EXIT_USAGE; /* like a bad configuration: restarting won't help */
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s || uv_loop_init(&loop) != 0) {
 		log_error("Could not start: out of memory");

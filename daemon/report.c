@@ -20,6 +20,10 @@ void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s)
 	o->backend = (char *)backend_name(s->arbiter.backend);
 	o->has_protocol_version = true;
 	o->protocol_version = ROCMMEM_PROTOCOL_VERSION;
+	if (backend_host_fallback()) {
+		o->has_host_fallback = o->host_fallback = true;
+		o->host_fallback_reason = (char *)backend_host_fallback();
+	}
 }
 
 static void report_telemetry(Rocmmem__Wire__DeviceTelemetry *o, const struct device *d,

@@ -409,7 +409,7 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 
 		m->use_count++;
 		m->last_used_ms = uv_now(a->loop);
-		event_emit(a->server, &e, LOG_LEVEL_INFO,
+		event_emit(a->server, &e, LOG_LEVEL_DEBUG,
 			   "model %" PRIu64 " '%s' of %s is resident (%s reserved) after %" PRIu64
 			   " ms",
 			   m->id, m->name, client_label(w->client, who, sizeof(who)),
@@ -496,10 +496,10 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 	c->model_count++;
 	TAILQ_INSERT_TAIL(&d->models, m, device_link);
 	d->nmodels++;
-	log_info("%s registered model %" PRIu64 " '%s' (%s, %s, priority %d%s) on device %u",
-		 client_label(c, who, sizeof(who)), m->id, m->name, model_class_name(cls),
-		 size_format(size, sz, sizeof(sz)), (int)m->priority, m->pinned ? ", pinned" : "",
-		 dev);
+	log_debug("%s registered model %" PRIu64 " '%s' (%s, %s, priority %d%s) on device %u",
+		  client_label(c, who, sizeof(who)), m->id, m->name, model_class_name(cls),
+		  size_format(size, sz, sizeof(sz)), (int)m->priority, m->pinned ? ", pinned" : "",
+		  dev);
 	adopt_model_registered(a);
 	return m;
 }

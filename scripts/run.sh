@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# run.sh: install what is missing, build, and start rocmmemd in the foreground.
+# run.sh: install what running needs if missing, build the daemon, library and command line
+# (no tests, no benchmarks), and start rocmmemd in the foreground.
 # Extra arguments go to rocmmemd (e.g. --budget 8G); Ctrl-C stops it cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh build
+scripts/setup.sh --runtime build
 
 if [ -n "${ROCMMEM_SOCKET:-}" ]; then
 	sock=$ROCMMEM_SOCKET

@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# setup.sh: install whatever build and test dependency is missing (Debian 12), then build.
-# Usage: scripts/setup.sh [BUILD_DIR] [extra cmake arguments...]
+# setup.sh: install whatever dependency is missing (Debian 12), then configure and build.
+# Usage: scripts/setup.sh [--runtime] [BUILD_DIR] [extra cmake arguments...]
+#   --runtime: only what building and running the daemon, library and command line needs
+#   (scripts/run.sh): no test packages, and a build without tests and benchmarks.
+#   Without it: everything the test suite needs too (scripts/test.sh), and every target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+runtime_only=0
+if [ "${1:-}" = --runtime ]; then
+	runtime_only=1
+	shift
+fi
 build_dir=${1:-build}
 shift || true
 
-packages=(
+# Building and running the daemon, librocmmem and rocmmemctl.
+runtime_packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libjson-c-dev libinih-dev
+	libsmartcols-dev
+)
+# The test suite, on top of those.
+test_packages=(
 	libcmocka-dev clang-format python3 python3-pip python3-setuptools python3-wheel python3-venv
 	# Tests against the real tools: journald and journalctl, promtool and node_exporter.
 	systemd prometheus prometheus-node-exporter man-db
@@ -22,7 +35,13 @@ packages=(
 	# Debian's CPU-only PyTorch (a GPU is faked over it), and what ComfyUI's nodes import.
 	python3-torch python3-torchvision python3-numpy python3-pil python3-scipy python3-tqdm
 	python3-yaml python3-psutil python3-packaging git
+	# rocmmemctl's bash completion, loaded by bash-completion's own loader (tests/install).
+	bash-completion
 )
+packages=("${runtime_packages[@]}")
+if ((!runtime_only)); then
+	packages+=("${test_packages[@]}")
+fi
 missing=()
 for p in "${packages[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -52,6 +71,13 @@ if ((${#missing[@]})); then
 	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if ((runtime_only)); then
+	cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
+		-DROCMMEM_BENCH=OFF "$@" >/dev/null
+	cmake --build "$build_dir" -j "$(nproc)"
+	exit 0
+fi
+
 # HIP's headers, unpacked from Debian's package into the build tree rather than installed (an
 # installed HIP runtime would stand first in every search for libamdhip64): test_hip_abi checks
 # the project's own HIP declarations against them. Without them that one test is skipped.
@@ -70,6 +96,7 @@ if [ ! -f "$hip_dir/usr/include/hip/hip_runtime_api.h" ]; then
 	rm -rf "$tmp"
 fi
 
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DROCMMEM_HIP_INCLUDE_DIR="$hip_dir/usr/include" "$@" >/dev/null
+# Tests and benchmarks on, whatever a run.sh build of the same directory left in its cache.
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \
+	-DROCMMEM_BENCH=ON -DROCMMEM_HIP_INCLUDE_DIR="$hip_dir/usr/include" "$@" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

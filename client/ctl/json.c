@@ -5,6 +5,9 @@
 
 #include "ctl.h"
 
+/* The version of status --json; bump only when a field changes meaning or goes away. */
+#define STATUS_SCHEMA_VERSION 1
+
 void ctl_json_u64(json_object *o, const char *key, uint64_t v)
 {
 	json_object_object_add(o, key, json_object_new_uint64(v));
@@ -32,6 +35,23 @@ int ctl_json_print(json_object *o)
 
 	json_object_put(o);
 	return rc < 0 ? -1 : 0;
+}
+
+json_object *ctl_daemon_json(const struct rocmmem_daemon_info *d, bool fallback)
+{
+	json_object *o = json_object_new_object();
+
+	ctl_json_str(o, "version", d->version);
+	ctl_json_i64(o, "pid", d->pid);
+	ctl_json_u64(o, "uptime_s", d->uptime_s);
+	ctl_json_str(o, "backend", d->backend);
+	ctl_json_u64(o, "protocol_version", d->protocol_version);
+	if (fallback) {
+		ctl_json_bool(o, "host_fallback", d->host_fallback);
+		ctl_json_str(o, "host_fallback_reason",
+			     d->host_fallback_reason ? d->host_fallback_reason : "");
+	}
+	return o;
 }
 
 static const char *handle_name(enum rocmmem_handle_kind k)
@@ -159,5 +179,201 @@ json_object *ctl_counters_json(const struct rocmmem_counters *k, bool connection
 	ctl_json_u64(o, "bytes_trimmed", k->bytes_trimmed);
 	if (connections)
 		ctl_json_u64(o, "connections", k->connections);
+	return o;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* status --json */
+
+static json_object *denials_json(const rocmmem_status *st)
+{
+	json_object *a = json_object_new_array();
+	char name[32];
+
+	for (size_t i = 0; i < rocmmem_status_denial_count(st); i++) {
+		const struct rocmmem_denial_info *v = rocmmem_status_denial(st, i);
+		json_object *o = json_object_new_object();
+
+		ctl_json_u64(o, "timestamp_ms", v->timestamp_ms);
+		ctl_json_i64(o, "pid", v->pid);
+		ctl_json_str(o, "client_name", v->client_name);
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_u64(o, "bytes", v->bytes);
+		ctl_json_u64(o, "model_id", v->model_id);
+		ctl_json_str(o, "model_name", v->model_name);
+		ctl_json_str(o, "error", ctl_errno_name(v->error, name, sizeof(name)));
+		ctl_json_i64(o, "errno", -(int64_t)v->error);
+		ctl_json_str(o, "reason", v->reason);
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+/* limits_json: {"NAME": {"value": N, "unlimited": false, "hits": N}, ...} in the daemon's order. */
+static json_object *limits_json(const rocmmem_status *st)
+{
+	json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < rocmmem_status_limit_count(st); i++) {
+		const struct rocmmem_limit_info *v = rocmmem_status_limit(st, i);
+		json_object *l = json_object_new_object();
+
+		ctl_json_u64(l, "value", v->value);
+		ctl_json_bool(l, "unlimited", v->unlimited);
+		ctl_json_u64(l, "hits", v->hits);
+		json_object_object_add(o, v->name, l);
+	}
+	return o;
+}
+
+static json_object *access_json(const rocmmem_status *st)
+{
+	const struct rocmmem_access_info *v = rocmmem_status_access(st);
+	json_object *o = json_object_new_object();
+
+	ctl_json_u64(o, "peers_refused", v->peers_refused);
+	ctl_json_u64(o, "requests_refused", v->requests_refused);
+	return o;
+}
+
+static json_object *leases_json(const rocmmem_status *st)
+{
+	json_object *leases = json_object_new_array();
+
+	for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
+		const struct rocmmem_lease_info *v = rocmmem_status_lease(st, i);
+		json_object *o = json_object_new_object();
+
+		ctl_json_u64(o, "id", v->id);
+		ctl_json_i64(o, "owner_pid", v->owner_pid);
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_u64(o, "bytes", v->bytes);
+		ctl_json_str(o, "tag", v->tag);
+		ctl_json_u64(o, "age_ms", v->age_ms);
+		ctl_json_u64(o, "model_id", v->model_id);
+		json_object_array_add(leases, o);
+	}
+	return leases;
+}
+
+static json_object *queue_json(const rocmmem_status *st)
+{
+	json_object *queue = json_object_new_array();
+
+	for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
+		const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
+		json_object *o = json_object_new_object();
+
+		ctl_json_i64(o, "owner_pid", v->owner_pid);
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_u64(o, "bytes", v->bytes);
+		ctl_json_u64(o, "waited_ms", v->waited_ms);
+		ctl_json_i64(o, "timeout_ms", v->timeout_ms);
+		ctl_json_str(o, "tag", v->tag);
+		ctl_json_u64(o, "model_id", v->model_id);
+		json_object_array_add(queue, o);
+	}
+	return queue;
+}
+
+json_object *ctl_status_json(const rocmmem_status *st)
+{
+	json_object *root = json_object_new_object();
+	json_object *devices = json_object_new_array(), *clients = json_object_new_array();
+	json_object *models = json_object_new_array();
+
+	ctl_json_i64(root, "schema_version", STATUS_SCHEMA_VERSION);
+	json_object_object_add(root, "daemon", ctl_daemon_json(rocmmem_status_daemon(st), true));
+	for (size_t i = 0; i < rocmmem_status_device_count(st); i++)
+		json_object_array_add(devices, ctl_device_json(st, i));
+	/* This query's own connection is not one of the daemon's clients to show. */
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
+		if (!ctl_is_self(rocmmem_status_client(st, i)))
+			json_object_array_add(clients,
+					      ctl_client_json(rocmmem_status_client(st, i)));
+	for (size_t i = 0; i < rocmmem_status_model_count(st); i++)
+		json_object_array_add(models, ctl_model_json(rocmmem_status_model(st, i)));
+	json_object_object_add(root, "devices", devices);
+	json_object_object_add(root, "clients", clients);
+	json_object_object_add(root, "leases", leases_json(st));
+	json_object_object_add(root, "models", models);
+	json_object_object_add(root, "queue", queue_json(st));
+	json_object_object_add(root, "denials", denials_json(st));
+	json_object_object_add(root, "counters",
+			       ctl_counters_json(rocmmem_status_counters(st), false));
+	json_object_object_add(root, "limits", limits_json(st));
+	json_object_object_add(root, "access", access_json(st));
+	return root;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* watch --json: a line per sample or event */
+
+/* shows: a device that `watch --device` (device >= 0) shows. */
+static bool shows(long device, uint32_t index)
+{
+	return device < 0 || (unsigned long)device == index;
+}
+
+json_object *ctl_sample_json(const rocmmem_status *st, const struct rocmmem_sample_info *info,
+			     long device)
+{
+	json_object *root = json_object_new_object();
+	json_object *devices = json_object_new_array(), *clients = json_object_new_array();
+	json_object *models = json_object_new_array();
+
+	ctl_json_str(root, "type", "sample");
+	ctl_json_u64(root, "timestamp_ms", info->timestamp_ms);
+	ctl_json_u64(root, "interval_ms", info->interval_ms);
+	ctl_json_u64(root, "dropped", info->dropped);
+	ctl_json_u64(root, "uptime_ms", info->uptime_ms);
+	/* A sample does not say whether the daemon fell back to host memory (status does). */
+	json_object_object_add(root, "daemon", ctl_daemon_json(rocmmem_status_daemon(st), false));
+	for (size_t i = 0; i < rocmmem_status_device_count(st); i++)
+		if (shows(device, rocmmem_status_device(st, i)->index))
+			json_object_array_add(devices, ctl_device_json(st, i));
+	/* This watch's own connection is not one of the daemon's clients to show. */
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
+		if (!ctl_is_self(rocmmem_status_client(st, i)))
+			json_object_array_add(clients,
+					      ctl_client_json(rocmmem_status_client(st, i)));
+	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
+		const struct rocmmem_model_info *m = rocmmem_status_model(st, i);
+
+		if (shows(device, m->device))
+			json_object_array_add(models, ctl_model_json(m));
+	}
+	json_object_object_add(root, "devices", devices);
+	json_object_object_add(root, "clients", clients);
+	json_object_object_add(root, "models", models);
+	ctl_json_u64(root, "clients_omitted", info->clients_omitted);
+	ctl_json_u64(root, "models_omitted", info->models_omitted);
+	ctl_json_u64(root, "waiters", info->waiters);
+	ctl_json_u64(root, "oldest_wait_ms", info->oldest_wait_ms);
+	json_object_object_add(root, "counters",
+			       ctl_counters_json(rocmmem_status_counters(st), true));
+	return root;
+}
+
+json_object *ctl_event_json(const struct rocmmem_telemetry_event *e)
+{
+	json_object *o = json_object_new_object();
+
+	ctl_json_str(o, "type", "event");
+	ctl_json_str(o, "event", rocmmem_telemetry_name(e->type));
+	ctl_json_u64(o, "timestamp_ms", e->timestamp_ms);
+	ctl_json_i64(o, "pid", e->pid);
+	ctl_json_str(o, "client_name", e->client_name);
+	ctl_json_u64(o, "client_id", e->client_id);
+	json_object_object_add(o, "device",
+			       e->has_device ? json_object_new_uint64(e->device) : NULL);
+	ctl_json_u64(o, "bytes", e->bytes);
+	ctl_json_u64(o, "lease_id", e->lease_id);
+	ctl_json_u64(o, "model_id", e->model_id);
+	ctl_json_str(o, "model_name", e->model_name);
+	ctl_json_i64(o, "error", e->error);
+	ctl_json_u64(o, "waited_ms", e->waited_ms);
+	ctl_json_str(o, "detail", e->detail);
+	ctl_json_u64(o, "dropped", e->dropped);
 	return o;
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* lease.c: `rocmmemctl lease`: acquire a lease, print it, hold it, release it. */
 #include <errno.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -33,14 +31,6 @@ static void on_event(rocmmem_client *client, const struct rocmmem_event *ev, voi
 	}
 }
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * hold waits until hold_ms passes (< 0: forever), SIGINT/SIGTERM/SIGHUP arrive, or the daemon
  * ends the lease. Returns 0 when the lease is still ours to release, else CTL_EXIT_UNREACHABLE.
@@ -48,7 +38,7 @@ static int64_t monotonic_ms(void)
 static int hold(rocmmem_client *client, int64_t hold_ms, int sigfd)
 {
 	struct hold_state h = {0};
-	int64_t end = hold_ms < 0 ? -1 : monotonic_ms() + hold_ms;
+	int64_t end = hold_ms < 0 ? -1 : ctl_monotonic_ms() + hold_ms;
 
 	rocmmem_set_event_callback(client, on_event, &h);
 	for (;;) {
@@ -56,7 +46,7 @@ static int hold(rocmmem_client *client, int64_t hold_ms, int sigfd)
 		    {.fd = sigfd, .events = POLLIN},
 		    {.fd = rocmmem_event_fd(client), .events = POLLIN},
 		};
-		int64_t left = end < 0 ? -1 : end - monotonic_ms();
+		int64_t left = end < 0 ? -1 : end - ctl_monotonic_ms();
 		int rc;
 
 		if (end >= 0 && left <= 0)
@@ -69,8 +59,8 @@ static int hold(rocmmem_client *client, int64_t hold_ms, int sigfd)
 		if (fds[1].revents) {
 			rocmmem_dispatch(client);
 			if (h.lost) {
-				fprintf(stderr, "rocmmemctl: lost the lease: %s\n", h.why);
-				return CTL_EXIT_UNREACHABLE;
+				return ctl_error(NULL, CTL_EXIT_UNREACHABLE, -ECONNRESET,
+						 "lost the lease: %s", h.why);
 			}
 		}
 	}
@@ -93,8 +83,7 @@ static void print_lease(const struct ctl *ctl, const rocmmem_lease *l, const cha
 				       json_object_new_uint64(rocmmem_lease_waited_ms(l)));
 		json_object_object_add(o, "hold_ms", json_object_new_int64(hold_ms));
 		json_object_object_add(o, "pid", json_object_new_int64(getpid()));
-		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-		json_object_put(o);
+		ctl_json_print(o);
 	} else {
 		printf(
 		    "lease %llu: %s on device %u%s%s%s; ", (unsigned long long)rocmmem_lease_id(l),
@@ -109,82 +98,85 @@ static void print_lease(const struct ctl *ctl, const rocmmem_lease *l, const cha
 	fflush(stdout);
 }
 
-int cmd_lease(const struct ctl *global, int argc, char **argv)
+/* parse_lease reads `lease SIZE [options]` into req, tag and hold_ms. Returns 0 or the exit. */
+static int parse_lease(struct ctl *ctl, int argc, char **argv, struct rocmmem_lease_request *req,
+		       int64_t *hold_ms)
 {
-	static const struct option longopts[] = {
-	    {"hold", required_argument, NULL, 'H'},
-	    {"tag", required_argument, NULL, 't'},
-	    {"timeout", required_argument, NULL, 'T'},
-	    {"device", required_argument, NULL, 'd'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"socket", required_argument, NULL, 's'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct rocmmem_lease_request req = {0};
-	struct ctl ctl = *global;
-	int64_t hold_ms = -1;
-	const char *tag = NULL, *size_text = NULL;
-	rocmmem_client *client;
-	rocmmem_lease *lease;
-	sigset_t mask;
-	int c, rc, err, sigfd;
+	long device;
+	int c, rc;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":H:t:T:d:js:", longopts, NULL)) != -1) {
-		char *end;
-		unsigned long dev;
-
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0) {
 		switch (c) {
 		case 'H':
-			if (duration_parse(optarg, &hold_ms) < 0)
-				return ctl_usage("lease", "invalid --hold '%s' (seconds, or inf)",
-						 optarg);
+			if (duration_parse(ctl->optarg, hold_ms) < 0)
+				return ctl_usage(ctl, "invalid --hold '%s' (seconds, or inf)",
+						 ctl->optarg);
 			break;
 		case 't':
-			tag = optarg;
+			req->tag = ctl->optarg;
 			break;
 		case 'T':
-			if (duration_parse(optarg, &req.timeout_ms) < 0)
-				return ctl_usage(
-				    "lease", "invalid --timeout '%s' (seconds, or inf)", optarg);
+			if (duration_parse(ctl->optarg, &req->timeout_ms) < 0)
+				return ctl_usage(ctl, "invalid --timeout '%s' (seconds, or inf)",
+						 ctl->optarg);
 			break;
 		case 'd':
-			errno = 0;
-			dev = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-' || dev > 1024)
-				return ctl_usage("lease", "invalid --device '%s'", optarg);
-			req.device = (unsigned)dev;
-			break;
-		default:
-			rc = ctl_common_option("lease", c, &ctl, argv);
-			if (rc)
-				return rc;
+			if (ctl_parse_device(ctl->optarg, &device) < 0)
+				return ctl_usage(ctl, "invalid --device '%s'", ctl->optarg);
+			req->device = (unsigned)device;
 			break;
 		}
 	}
+	if (c < 0)
+		return CTL_DONE;
 	if (optind >= argc)
-		return ctl_usage("lease", "missing SIZE");
-	size_text = argv[optind++];
-	if (optind < argc)
-		return ctl_usage("lease", "unexpected argument '%s'", argv[optind]);
-	err = size_parse(size_text, &req.size);
-	if (err)
-		return ctl_usage("lease", "invalid SIZE '%s' (%s)", size_text,
-				 err == -ERANGE ? "too large"
-						: "bytes with an optional K, M, G or T suffix");
-	if (req.size == 0)
-		return ctl_usage("lease", "SIZE must be larger than 0");
-	req.tag = tag;
-
-	rc = ctl_connect(&ctl, &client);
+		return ctl_usage(ctl, "missing SIZE");
+	rc = ctl_size_arg(ctl, argv[optind], &req->size);
 	if (rc)
 		return rc;
+	if (++optind < argc)
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
+	if (req->size == 0)
+		return ctl_usage(ctl, "SIZE must be larger than 0");
+	return CTL_EXIT_OK;
+}
+
+/* acquire asks for the lease, saying on stderr how the wait goes if it has to queue. */
+static int acquire(const struct ctl *ctl, rocmmem_client *client,
+		   const struct rocmmem_lease_request *req, rocmmem_lease **lease)
+{
+	struct ctl_progress *progress = NULL;
+	int err;
+
+	/* Without progress the lease still goes ahead: it is only the commentary. */
+	if (req->timeout_ms != 0)
+		ctl_progress_start(client, req->device, req->size, &progress);
 	/* While waiting for memory, Ctrl-C simply ends the process: the daemon drops the
 	 * request with the connection. */
-	err = rocmmem_lease_acquire(client, &req, &lease);
-	if (err) {
-		rc = ctl_fail("lease refused", err);
+	err = rocmmem_lease_acquire(client, req, lease);
+	ctl_progress_stop(progress, err == 0, err == 0 ? rocmmem_lease_waited_ms(*lease) : 0);
+	if (err)
+		return ctl_fail(ctl, "lease refused", err);
+	return CTL_EXIT_OK;
+}
+
+static int cmd_lease(struct ctl *ctl, int argc, char **argv)
+{
+	struct rocmmem_lease_request req = {0};
+	int64_t hold_ms = -1;
+	rocmmem_client *client;
+	rocmmem_lease *lease;
+	sigset_t mask;
+	int rc, err, sigfd;
+
+	rc = parse_lease(ctl, argc, argv, &req, &hold_ms);
+	if (rc)
+		return rc == CTL_DONE ? ctl->exit : rc;
+	rc = ctl_connect(ctl, &client);
+	if (rc)
+		return rc;
+	rc = acquire(ctl, client, &req, &lease);
+	if (rc) {
 		rocmmem_disconnect(client);
 		return rc;
 	}
@@ -196,22 +188,44 @@ int cmd_lease(const struct ctl *global, int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (sigfd < 0) {
-		perror("rocmmemctl: signalfd");
+		rc = ctl_error(ctl, CTL_EXIT_USAGE, -errno, "signalfd: %s", strerror(errno));
 		rocmmem_disconnect(client);
-		return CTL_EXIT_USAGE;
+		return rc;
 	}
-	print_lease(&ctl, lease, tag, hold_ms);
+	print_lease(ctl, lease, req.tag, hold_ms);
 	rc = hold(client, hold_ms, sigfd);
 	if (rc == 0) {
 		uint64_t id = rocmmem_lease_id(lease);
 
 		err = rocmmem_lease_release(lease);
 		if (err)
-			rc = ctl_fail("release", err);
-		else if (!ctl.json)
+			rc = ctl_fail(ctl, "release", err);
+		else if (!ctl->json)
 			printf("released lease %llu\n", (unsigned long long)id);
 	}
 	rocmmem_disconnect(client);
 	close(sigfd);
 	return rc;
 }
+
+static const struct ctl_option lease_options[] = {
+    {"hold", 'H', "SECONDS", "hold it this long, then release it\n(default: until Ctrl-C)"},
+    {"tag", 't', "TAG", "a tag for status to show"},
+    {"timeout", 'T', "SECONDS",
+     "wait at most this long for the memory (default 0:\n"
+     "refused at once if it does not fit; inf: no limit)"},
+    {"device", 'd', "N", "the device (default 0)"},
+    {NULL, 0, NULL, NULL},
+};
+
+const struct ctl_command ctl_lease_command = {
+    .name = "lease",
+    .run = cmd_lease,
+    .args = "SIZE",
+    .summary = "acquire a lease, print it and hold it until the time passes or Ctrl-C",
+    .details = "SIZE is bytes or a binary unit: K, M, G, T (KiB, MiB, GiB, TiB), as in 512M or\n"
+	       "1.5G. A request that does not fit waits in the device's queue; while it waits,\n"
+	       "stderr says where it stands (its place in the queue, the time waited), on a\n"
+	       "terminal in one line kept up to date, and how long it waited once granted.\n",
+    .options = lease_options,
+};

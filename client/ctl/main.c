@@ -1,143 +1,286 @@
 /* SPDX-License-Identifier: MIT */
-/* main.c: rocmmemctl's global options, subcommand table, help and exit codes. */
+/* main.c: rocmmemctl's command table, global options, help written from the table, dispatch. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
+#include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "ctl.h"
 #include "sockpath.h"
 #include "version.h"
 
-static int cmd_help(const struct ctl *ctl, int argc, char **argv);
-static int cmd_version(const struct ctl *ctl, int argc, char **argv);
+static int cmd_help(struct ctl *ctl, int argc, char **argv);
+static int cmd_version(struct ctl *ctl, int argc, char **argv);
 
-static const struct ctl_command commands[] = {
-    {"status", cmd_status, "", "show devices, budgets, clients, leases, models and the queue"},
-    {"watch", cmd_watch, "[-i SECONDS] [-n COUNT] [--device N]",
-     "live view of devices, clients, models and events, every -i seconds (default 1,\n"
-     "      0.01 to 60), until Ctrl-C or COUNT samples; --json: one object per line"},
-    {"lease", cmd_lease, "SIZE [--hold SECONDS] [--tag T] [--timeout SECONDS] [--device N]",
-     "acquire a lease, print it and hold it until the time passes or Ctrl-C"},
-    {"trim", cmd_trim, "[--device N]",
-     "return memory the GPU runtime caches to the driver, on one device or all"},
-    {"models", cmd_models, "[--device N]",
-     "list registered models: owner, state, resident bytes, priority, pinned, evictions"},
-    {"evict", cmd_evict, "MODEL",
-     "ask a model's owner to unload it now; waits until it has (or the deadline passed)"},
-    {"pin", cmd_pin, "MODEL",
-     "pin a model: the daemon never evicts it to make room (evict still may)"},
-    {"unpin", cmd_unpin, "MODEL", "let the daemon evict a model again when it is idle"},
-    {"metrics", cmd_metrics, "", "print the daemon's metrics in the Prometheus text format"},
-    {"help", cmd_help, "", "show this help"},
-    {"version", cmd_version, "", "show the version"},
+static const struct ctl_option no_options[] = {{NULL, 0, NULL, NULL}};
+
+static const struct ctl_command help_command = {
+    .name = "help",
+    .run = cmd_help,
+    .args = "[COMMAND]",
+    .summary = "show this help, or a command's (the same as COMMAND --help)",
+    .options = no_options,
 };
+
+static const struct ctl_command version_command = {
+    .name = "version",
+    .run = cmd_version,
+    .args = "",
+    .summary = "show the version",
+    .options = no_options,
+};
+
+static const struct ctl_command *const commands[] = {
+    &ctl_status_command,  &ctl_watch_command, &ctl_lease_command, &ctl_trim_command,
+    &ctl_models_command,  &ctl_evict_command, &ctl_pin_command,	  &ctl_unpin_command,
+    &ctl_metrics_command, &help_command,      &version_command,
+};
+
+/* What every command takes besides its own options (listed after them in its --help). */
+static const struct ctl_option common_options[] = {
+    {"json", 'j', NULL, "print JSON (an error too: {\"error\": {...}})"},
+    {"socket", 's', "PATH", "the daemon's socket (see rocmmemctl --help)"},
+    {"help", 'h', NULL, "show this help"},
+    {NULL, 0, NULL, NULL},
+};
+
+#define HELP_WIDTH 78
+#define OPTION_COLUMN 26
+
+static const char *const exit_text =
+    "Exit status: 0 success, 1 usage error, 2 request refused by the daemon,\n"
+    "3 daemon unreachable.\n";
+
+/* print_synopsis writes "NAME ARGS [-x VALUE] [--long VALUE]..." wrapped under indent. */
+static void print_synopsis(const struct ctl_command *cmd, FILE *f, int indent, int col)
+{
+	const struct ctl_option *o;
+
+	col += fprintf(f, "%s", cmd->name);
+	if (cmd->args[0])
+		col += fprintf(f, " %s", cmd->args);
+	for (o = cmd->options; o->name; o++) {
+		char item[96];
+		int len;
+
+		len = snprintf(item, sizeof(item), "[--%s%s%s]", o->name, o->arg ? " " : "",
+			       o->arg ? o->arg : "");
+		if (col + 1 + len > HELP_WIDTH) {
+			fprintf(f, "\n%*s", indent, "");
+			col = indent;
+		} else {
+			fputc(' ', f);
+			col++;
+		}
+		col += fprintf(f, "%s", item);
+	}
+	fputc('\n', f);
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: rocmmemctl [--socket PATH] [--json] COMMAND [ARGS]\n"
 		   "Query and use rocmmemd, the GPU memory daemon.\n\nCommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		char head[128];
-
-		snprintf(head, sizeof(head), "%s%s%s", commands[i].name,
-			 commands[i].args[0] ? " " : "", commands[i].args);
-		fprintf(f, "  %s\n      %s\n", head, commands[i].help);
+		fprintf(f, "  ");
+		print_synopsis(commands[i], f, 6 + (int)strlen(commands[i]->name), 2);
+		fprintf(f, "      %s\n", commands[i]->summary);
 	}
 	fprintf(
 	    f,
 	    "\nOptions:\n"
-	    "  -s, --socket PATH  the daemon's socket (default: $%s, else the per-user\n"
-	    "                     socket if one exists, else %s)\n"
+	    "  -s, --socket PATH  the daemon's socket (default: $%s, else\n"
+	    "                     the per-user socket if one exists, else\n"
+	    "                     %s)\n"
 	    "  -j, --json         print JSON (status, models: the stable machine format;\n"
-	    "                     watch: one object per line)\n"
-	    "  -h, --help         show this help\n"
+	    "                     watch: one object per line; errors: {\"error\": {...}})\n"
+	    "  -h, --help         show this help; COMMAND --help shows a command's\n"
 	    "  -V, --version      show the version\n"
 	    "\nSIZE takes bytes or a binary suffix K, M, G, T (KiB, MiB, GiB, TiB): 512M, 1.5G.\n"
 	    "MODEL is a model's id (decimal digits) or its name, if no other model has it.\n"
 	    "Evicting and pinning a model takes its owner or root.\n"
-	    "Exit status: 0 success, 1 usage error, 2 request refused by the daemon,\n"
-	    "3 daemon unreachable.\n",
-	    SOCKPATH_ENV, SOCKPATH_SYSTEM);
+	    "Colour only on a terminal, never with NO_COLOR set.\n%s",
+	    SOCKPATH_ENV, SOCKPATH_SYSTEM, exit_text);
 }
 
-static int cmd_help(const struct ctl *ctl, int argc, char **argv)
+/* print_option writes one option's line(s): "  -o, --output COLUMNS  what it does". */
+static void print_option(const struct ctl_option *o, FILE *f)
 {
-	(void)ctl;
-	(void)argc;
-	(void)argv;
-	usage(stdout);
-	return CTL_EXIT_OK;
-}
+	const char *help = o->help;
+	int col;
 
-static int cmd_version(const struct ctl *ctl, int argc, char **argv)
-{
-	(void)ctl;
-	(void)argc;
-	(void)argv;
-	printf("rocmmemctl %s (protocol %u)\n", ROCMMEM_VERSION_STRING, ROCMMEM_PROTOCOL_VERSION);
-	return CTL_EXIT_OK;
-}
+	if (o->key < CTL_LONG_ONLY)
+		col = fprintf(f, "  -%c, --%s", o->key, o->name);
+	else
+		col = fprintf(f, "      --%s", o->name);
+	if (o->arg)
+		col += fprintf(f, " %s", o->arg);
+	for (;;) {
+		const char *nl = strchr(help, '\n');
+		int len = nl ? (int)(nl - help) : (int)strlen(help);
 
-int ctl_usage(const char *command, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "rocmmemctl %s: ", command);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'rocmmemctl --help'.\n");
-	return CTL_EXIT_USAGE;
-}
-
-int ctl_common_option(const char *command, int c, struct ctl *ctl, char **argv)
-{
-	char name[64];
-
-	switch (c) {
-	case 'j':
-		ctl->json = true;
-		return 0;
-	case 's':
-		ctl->socket = optarg;
-		return 0;
-	case ':':
-		return ctl_usage(command, "option '%s' needs a value",
-				 args_bad_option(argv, name, sizeof(name)));
-	default:
-		return ctl_usage(command, "unknown option '%s'",
-				 args_bad_option(argv, name, sizeof(name)));
+		if (col >= OPTION_COLUMN - 1) {
+			fputc('\n', f);
+			col = 0;
+		}
+		fprintf(f, "%*s%.*s\n", OPTION_COLUMN - col, "", len, help);
+		if (!nl)
+			break;
+		help = nl + 1;
+		col = 0;
 	}
 }
 
-int ctl_connect(const struct ctl *ctl, rocmmem_client **out)
+void ctl_command_help(const struct ctl_command *cmd, FILE *f)
 {
-	int err = rocmmem_connect(ctl->socket, "rocmmemctl", 0, out);
-
-	if (err == 0)
-		return CTL_EXIT_OK;
-	fprintf(stderr, "rocmmemctl: %s\n",
-		rocmmem_last_error()[0] ? rocmmem_last_error() : rocmmem_strerror(err));
-	/* The daemon answered, and refused this user outright (too many connections is a
-	 * daemon out of reach for now, as ever). */
-	if (err == -EPERM)
-		return CTL_EXIT_REFUSED;
-	return CTL_EXIT_UNREACHABLE;
+	fprintf(f, "Usage: rocmmemctl [--socket PATH] [--json] ");
+	print_synopsis(cmd, f, 8, 43);
+	fprintf(f, "%c%s.\n", toupper((unsigned char)cmd->summary[0]), cmd->summary + 1);
+	if (cmd->details)
+		fprintf(f, "\n%s", cmd->details);
+	fprintf(f, "\nOptions:\n");
+	for (const struct ctl_option *o = cmd->options; o->name; o++)
+		print_option(o, f);
+	for (const struct ctl_option *o = common_options; o->name; o++)
+		print_option(o, f);
+	if (cmd->help_extra)
+		cmd->help_extra();
+	fprintf(f, "\n%s", exit_text);
 }
 
-int ctl_fail(const char *what, int err)
+/* build_options gives getopt_long the command's options and the common ones. */
+static void build_options(struct ctl *ctl)
 {
-	fprintf(stderr, "rocmmemctl: %s: %s\n", what,
-		rocmmem_last_error()[0] ? rocmmem_last_error() : rocmmem_strerror(err));
-	/* The daemon going away (or already stopping, or restarting) is unreachable, not a
-	 * refusal. */
-	if (err == -ECONNRESET || err == -EPIPE || err == -ECONNREFUSED || err == -ESHUTDOWN ||
-	    err == -ENOTCONN)
-		return CTL_EXIT_UNREACHABLE;
-	return CTL_EXIT_REFUSED;
+	const struct ctl_option *lists[2] = {ctl->command->options, common_options};
+	char *p = ctl->optstring;
+	size_t n = 0;
+
+	*p++ = ':'; /* a missing value is ':', told apart from an unknown option */
+	for (size_t l = 0; l < 2; l++) {
+		for (const struct ctl_option *o = lists[l]; o->name && n + 1 < CTL_MAX_OPTIONS;
+		     o++) {
+			ctl->longopts[n++] = (struct option){
+			    o->name, o->arg ? required_argument : no_argument, NULL, o->key};
+			if (o->key < CTL_LONG_ONLY) {
+				*p++ = (char)o->key;
+				if (o->arg)
+					*p++ = ':';
+			}
+		}
+	}
+	ctl->longopts[n] = (struct option){NULL, 0, NULL, 0};
+	*p = '\0';
+	optind = 0;
+	opterr = 0;
+}
+
+int ctl_next_option(struct ctl *ctl, int argc, char **argv)
+{
+	char name[64];
+	int c;
+
+	if (!ctl->parsing) {
+		build_options(ctl);
+		ctl->parsing = true;
+	}
+	for (;;) {
+		c = getopt_long(argc, argv, ctl->optstring, ctl->longopts, NULL);
+		switch (c) {
+		case -1:
+			ctl->parsing = false;
+			return CTL_OPTIONS_DONE;
+		case 'j':
+			ctl->json = true;
+			ctl_errors_json(true);
+			continue;
+		case 's':
+			ctl->socket = optarg;
+			continue;
+		case 'h':
+			ctl_command_help(ctl->command, stdout);
+			ctl->exit = fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+			return CTL_OPTIONS_EXIT;
+		case ':':
+			ctl->exit = ctl_usage(ctl, "option '%s' needs a value",
+					      args_bad_option(argv, name, sizeof(name)));
+			return CTL_OPTIONS_EXIT;
+		case '?':
+			ctl->exit = ctl_usage(ctl, "unknown option '%s'",
+					      args_bad_option(argv, name, sizeof(name)));
+			return CTL_OPTIONS_EXIT;
+		default:
+			ctl->optarg = optarg;
+			return c;
+		}
+	}
+}
+
+static const struct ctl_command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(name, commands[i]->name) == 0)
+			return commands[i];
+	return NULL;
+}
+
+static int cmd_help(struct ctl *ctl, int argc, char **argv)
+{
+	const struct ctl_command *cmd;
+	int c;
+
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0)
+		;
+	if (c < 0)
+		return ctl->exit;
+	if (optind >= argc) {
+		usage(stdout);
+	} else if (optind + 1 < argc) {
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind + 1]);
+	} else {
+		cmd = find_command(argv[optind]);
+		if (!cmd)
+			return ctl_usage(ctl, "unknown command '%s'", argv[optind]);
+		ctl_command_help(cmd, stdout);
+	}
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+}
+
+static int cmd_version(struct ctl *ctl, int argc, char **argv)
+{
+	int c;
+
+	while (argv && (c = ctl_next_option(ctl, argc, argv)) > 0)
+		;
+	if (argv && c < 0)
+		return ctl->exit;
+	if (argv && optind < argc)
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
+	printf("rocmmemctl %s (protocol %u)\n", ROCMMEM_VERSION_STRING, ROCMMEM_PROTOCOL_VERSION);
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+}
+
+/* wants_json: --json anywhere before "--" asks for JSON errors, even before it is parsed. */
+static bool wants_json(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-j") == 0)
+			return true;
+	return false;
+}
+
+/* use_color: a terminal takes colour unless NO_COLOR (https://no-color.org) or TERM=dumb. */
+static bool use_color(void)
+{
+	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	if (no && no[0])
+		return false;
+	return !term || strcmp(term, "dumb") != 0;
 }
 
 int main(int argc, char **argv)
@@ -150,9 +293,15 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct ctl ctl = {0};
+	const struct ctl_command *cmd;
 	char name[64];
 	int c;
 
+	/* Character widths for the tables (UTF-8 names); numbers stay as they are. */
+	setlocale(LC_CTYPE, "");
+	ctl.tty = isatty(STDOUT_FILENO);
+	ctl.color = ctl.tty && use_color();
+	ctl_errors_json(wants_json(argc, argv));
 	/* '+': stop at the command, whose own options follow it. */
 	optind = 0;
 	opterr = 0;
@@ -166,31 +315,25 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return CTL_EXIT_OK;
+			return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
 		case 'V':
 			return cmd_version(&ctl, 0, NULL);
 		case ':':
-			fprintf(stderr, "rocmmemctl: option '%s' needs a value\n",
-				args_bad_option(argv, name, sizeof(name)));
-			return CTL_EXIT_USAGE;
+			return ctl_usage(&ctl, "option '%s' needs a value",
+					 args_bad_option(argv, name, sizeof(name)));
 		default:
-			fprintf(stderr,
-				"rocmmemctl: unknown option '%s'\nTry 'rocmmemctl --help'.\n",
-				args_bad_option(argv, name, sizeof(name)));
-			return CTL_EXIT_USAGE;
+			return ctl_usage(&ctl, "unknown option '%s'",
+					 args_bad_option(argv, name, sizeof(name)));
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
-		return CTL_EXIT_USAGE;
+		return ctl_error(&ctl, CTL_EXIT_USAGE, -EINVAL, "missing COMMAND");
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[optind], commands[i].name) == 0) {
-			optind++;
-			return commands[i].run(&ctl, argc - optind + 1, argv + optind - 1);
-		}
-	}
-	fprintf(stderr, "rocmmemctl: unknown command '%s'\nTry 'rocmmemctl --help'.\n",
-		argv[optind]);
-	return CTL_EXIT_USAGE;
+	cmd = find_command(argv[optind]);
+	if (!cmd)
+		return ctl_usage(&ctl, "unknown command '%s'", argv[optind]);
+	ctl.command = cmd;
+	optind++;
+	return cmd->run(&ctl, argc - optind + 1, argv + optind - 1);
 }

@@ -1,47 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 /* metrics.c: `rocmmemctl metrics`: the daemon's Prometheus metrics, as the daemon wrote them. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ctl.h"
 
-int cmd_metrics(const struct ctl *global, int argc, char **argv)
+static int cmd_metrics(struct ctl *ctl, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"socket", required_argument, NULL, 's'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct ctl ctl = *global;
 	rocmmem_client *client;
 	char *text = NULL;
 	int c, rc, err;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:", longopts, NULL)) != -1) {
-		switch (c) {
-		default:
-			rc = ctl_common_option("metrics", c, &ctl, argv);
-			if (rc)
-				return rc;
-			break;
-		}
-	}
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0)
+		;
+	if (c < 0)
+		return ctl->exit;
 	if (optind < argc)
-		return ctl_usage("metrics", "unexpected argument '%s'", argv[optind]);
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
 	/* The text format is the machine format here: there is no JSON form to choose. */
-	if (ctl.json)
-		return ctl_usage("metrics", "--json does not apply: the metrics are printed in "
-					    "the Prometheus text format");
-	rc = ctl_connect(&ctl, &client);
+	if (ctl->json)
+		return ctl_usage(ctl, "--json does not apply: the metrics are printed in the "
+				      "Prometheus text format");
+	rc = ctl_connect(ctl, &client);
 	if (rc)
 		return rc;
 	err = rocmmem_metrics(client, &text);
 	rocmmem_disconnect(client);
 	if (err)
-		return ctl_fail("metrics", err);
+		return ctl_fail(ctl, "metrics", err);
 	fputs(text, stdout);
 	free(text);
-	return CTL_EXIT_OK;
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
 }
+
+static const struct ctl_option no_options[] = {{NULL, 0, NULL, NULL}};
+
+const struct ctl_command ctl_metrics_command = {
+    .name = "metrics",
+    .run = cmd_metrics,
+    .args = "",
+    .summary = "print the daemon's metrics in the Prometheus text format",
+    .options = no_options,
+};

@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* models.c: `rocmmemctl models`, `evict`, `pin` and `unpin`, and how a model is printed. */
 #include <errno.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "args.h"
 #include "ctl.h"
@@ -59,60 +57,77 @@ json_object *ctl_model_json(const struct rocmmem_model_info *v)
 	return o;
 }
 
-void ctl_models_table(const rocmmem_status *st, long device)
+enum {
+	M_ID,
+	M_NAME,
+	M_CLASS,
+	M_PID,
+	M_DEVICE,
+	M_STATE,
+	M_RESIDENT,
+	M_SIZE,
+	M_PRIORITY,
+	M_PINNED,
+	M_IDLE,
+	M_EVICTIONS,
+	M_RESERVATION,
+	M_USES
+};
+static const struct ctl_column model_columns[] = {
+    [M_ID] = {"ID", 0, "the model's id (what evict and pin take)"},
+    [M_NAME] = {"NAME", 0, "its name, whole"},
+    [M_CLASS] = {"CLASS", 0, "transformer, vae, text_encoder, image_encoder, other"},
+    [M_PID] = {"PID", 0, "its owner"},
+    [M_DEVICE] = {"DEVICE", 0, "its device"},
+    [M_STATE] = {"STATE", 0, "idle, in use, evicting, evicted, waiting"},
+    [M_RESIDENT] = {"RESIDENT", CTL_COL_RIGHT, "bytes it holds now"},
+    [M_SIZE] = {"SIZE", CTL_COL_RIGHT, "its declared size (- : leases only)"},
+    [M_PRIORITY] = {"PRIORITY", CTL_COL_RIGHT, "higher stays resident longer"},
+    [M_PINNED] = {"PINNED", 0, "never evicted to make room"},
+    [M_IDLE] = {"IDLE", CTL_COL_RIGHT, "time since its last use"},
+    [M_EVICTIONS] = {"EVICTIONS", CTL_COL_RIGHT, "times it was evicted"},
+    [M_RESERVATION] = {"RESERVATION", CTL_COL_RIGHT | CTL_COL_EXTRA, "bytes reserved for it"},
+    [M_USES] = {"USES", CTL_COL_RIGHT | CTL_COL_EXTRA, "times it was acquired"},
+};
+
+const struct ctl_table_spec ctl_models_table = {"models", model_columns,
+						sizeof(model_columns) / sizeof(model_columns[0])};
+
+void ctl_models_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st,
+		     long device)
 {
-	char resident[SIZE_FORMAT_MAX], size[SIZE_FORMAT_MAX], idle[32];
-	int width = 4; /* "NAME" */
+	char a[SIZE_FORMAT_MAX], idle[32];
 
-	/* Names are what evict and pin take: never truncated, the column fits the longest. */
-	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
-		int len = (int)strlen(rocmmem_status_model(st, i)->name);
-
-		if (len > width)
-			width = len;
-	}
-	printf("%-6s %-*s %-13s %-8s %-6s %-8s %10s %10s %8s %-6s %9s %9s\n", "ID", width, "NAME",
-	       "CLASS", "PID", "DEVICE", "STATE", "RESIDENT", "SIZE", "PRIORITY", "PINNED", "IDLE",
-	       "EVICTIONS");
 	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
 		const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
 
 		if (device >= 0 && v->device != (unsigned long)device)
 			continue;
-		if (v->size)
-			size_format(v->size, size, sizeof(size));
-		else
-			snprintf(size, sizeof(size), "-"); /* its memory is leases only */
-		if (v->state == ROCMMEM_MODEL_IN_USE)
-			snprintf(idle, sizeof(idle), "-");
-		else
-			ctl_duration(v->idle_ms / 1000, idle, sizeof(idle));
-		printf("%-6llu %-*s %-13s %-8d %-6u %-8s %10s %10s %8d %-6s %9s %9llu\n",
-		       (unsigned long long)v->id, width, v->name,
-		       ctl_model_class_name(v->model_class), (int)v->owner_pid, v->device,
-		       state_label(v->state), size_format(v->bytes, resident, sizeof(resident)),
-		       size, (int)v->priority, v->pinned ? "yes" : "no", idle,
-		       (unsigned long long)v->evictions);
+		ctl_table_row(t);
+		ctl_table_set(t, M_ID, "%llu", (unsigned long long)v->id);
+		ctl_table_set(t, M_NAME, "%s", v->name);
+		ctl_table_set(t, M_CLASS, "%s", ctl_model_class_name(v->model_class));
+		ctl_table_set(t, M_PID, "%d", (int)v->owner_pid);
+		ctl_table_set(t, M_DEVICE, "%u", v->device);
+		ctl_table_set(t, M_STATE, "%s", state_label(v->state));
+		ctl_table_set(t, M_RESIDENT, "%s", ctl_size(ctl, v->bytes, a, sizeof(a)));
+		/* A model without a size has its memory in leases only. */
+		ctl_table_set(t, M_SIZE, "%s",
+			      v->size ? ctl_size(ctl, v->size, a, sizeof(a)) : "-");
+		ctl_table_set(t, M_PRIORITY, "%d", (int)v->priority);
+		ctl_table_set(t, M_PINNED, "%s", v->pinned ? "yes" : "no");
+		ctl_table_set(t, M_IDLE, "%s",
+			      v->state == ROCMMEM_MODEL_IN_USE
+				  ? "-"
+				  : ctl_duration(v->idle_ms / 1000, idle, sizeof(idle)));
+		ctl_table_set(t, M_EVICTIONS, "%llu", (unsigned long long)v->evictions);
+		ctl_table_set(t, M_RESERVATION, "%s",
+			      ctl_size(ctl, v->reservation_bytes, a, sizeof(a)));
+		ctl_table_set(t, M_USES, "%llu", (unsigned long long)v->use_count);
 	}
 }
 
-/* parse_device reads --device N for command. Returns 0, or -EINVAL after a usage message. */
-static int parse_device(const char *command, const char *text, long *device)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '-' || v > 1024) {
-		ctl_usage(command, "invalid --device '%s'", text);
-		return -EINVAL;
-	}
-	*device = (long)v;
-	return 0;
-}
-
-/* query connects and takes a status snapshot. Returns CTL_EXIT_OK or why not (printed). */
+/* query connects and takes a status snapshot. Returns CTL_EXIT_OK or why not (reported). */
 static int query(const struct ctl *ctl, const char *command, rocmmem_client **client,
 		 rocmmem_status **st)
 {
@@ -122,57 +137,19 @@ static int query(const struct ctl *ctl, const char *command, rocmmem_client **cl
 		return rc;
 	err = rocmmem_status_get(*client, st);
 	if (err) {
-		rc = ctl_fail(command, err);
+		rc = ctl_fail(ctl, command, err);
 		rocmmem_disconnect(*client);
 		return rc;
 	}
 	return CTL_EXIT_OK;
 }
 
-int cmd_models(const struct ctl *global, int argc, char **argv)
+static int print_models(const struct ctl *ctl, const rocmmem_status *st, long device)
 {
-	static const struct option longopts[] = {
-	    {"device", required_argument, NULL, 'd'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"socket", required_argument, NULL, 's'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct ctl ctl = *global;
-	rocmmem_client *client;
-	rocmmem_status *st;
-	long device = -1;
-	int c, rc;
+	struct ctl_table *t;
+	int rc;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":d:js:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'd':
-			if (parse_device("models", optarg, &device) < 0)
-				return CTL_EXIT_USAGE;
-			break;
-		default:
-			rc = ctl_common_option("models", c, &ctl, argv);
-			if (rc)
-				return rc;
-			break;
-		}
-	}
-	if (optind < argc)
-		return ctl_usage("models", "unexpected argument '%s'", argv[optind]);
-	rc = query(&ctl, "models", &client, &st);
-	if (rc)
-		return rc;
-	rocmmem_disconnect(client);
-	if (device >= 0 && (size_t)device >= rocmmem_status_device_count(st)) {
-		fprintf(stderr,
-			"rocmmemctl: models: no device %ld: the daemon manages %zu device(s), "
-			"numbered from 0\n",
-			device, rocmmem_status_device_count(st));
-		rocmmem_status_free(st);
-		return CTL_EXIT_REFUSED;
-	}
-	if (ctl.json) {
+	if (ctl->json) {
 		json_object *root = json_object_new_object(), *models = json_object_new_array();
 
 		for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
@@ -183,13 +160,69 @@ int cmd_models(const struct ctl *global, int argc, char **argv)
 		}
 		ctl_json_i64(root, "schema_version", MODELS_SCHEMA_VERSION);
 		json_object_object_add(root, "models", models);
-		ctl_json_print(root);
-	} else {
-		ctl_models_table(st, device);
+		return ctl_json_print(root) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
 	}
-	rocmmem_status_free(st);
-	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+	rc = ctl_table_new(ctl, &ctl_models_table, &t);
+	if (rc)
+		return rc;
+	ctl_models_rows(ctl, t, st, device);
+	return ctl_table_print(t) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
 }
+
+static int cmd_models(struct ctl *ctl, int argc, char **argv)
+{
+	rocmmem_client *client;
+	rocmmem_status *st;
+	long device = -1;
+	int c, rc;
+
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0) {
+		if (c == 'd' && ctl_parse_device(ctl->optarg, &device) < 0)
+			return ctl_usage(ctl, "invalid --device '%s'", ctl->optarg);
+		ctl_output_option(ctl, c);
+	}
+	if (c < 0)
+		return ctl->exit;
+	if (optind < argc)
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
+	if (ctl->json && (ctl->out.columns || ctl->out.csv))
+		return ctl_usage(ctl, "--json prints every field; -o and --csv are for the table");
+	rc = query(ctl, "models", &client, &st);
+	if (rc)
+		return rc;
+	rocmmem_disconnect(client);
+	if (device >= 0 && (size_t)device >= rocmmem_status_device_count(st))
+		rc = ctl_error(ctl, CTL_EXIT_REFUSED, -ENODEV,
+			       "no device %ld: the daemon manages %zu device(s), numbered from 0",
+			       device, rocmmem_status_device_count(st));
+	else
+		rc = print_models(ctl, st, device);
+	rocmmem_status_free(st);
+	if (rc == 0 && fflush(stdout) != 0)
+		rc = CTL_EXIT_USAGE;
+	return rc;
+}
+
+static const struct ctl_option models_options[] = {
+    {"device", 'd', "N", "only the models of device N"},
+    CTL_OUTPUT_OPTIONS,
+    {NULL, 0, NULL, NULL},
+};
+
+static void models_help_extra(void)
+{
+	ctl_table_columns_help(&ctl_models_table, stdout);
+}
+
+const struct ctl_command ctl_models_command = {
+    .name = "models",
+    .run = cmd_models,
+    .args = "",
+    .summary = "list registered models: owner, state, resident bytes, priority, evictions",
+    .details = "Names are never cut: they are what evict and pin take.\n",
+    .options = models_options,
+    .help_extra = models_help_extra,
+};
 
 /* ----------------------------------------------------------------------------------------- */
 /* evict, pin, unpin: one model, named by its id or its name */
@@ -200,39 +233,22 @@ struct target {
 	const struct rocmmem_model_info *info;
 };
 
-/* parse_model_command reads `COMMAND [--json] [--socket PATH] MODEL`. Returns 0 or exit 1. */
-static int parse_model_command(const char *command, struct ctl *ctl, int argc, char **argv,
-			       const char **model)
+/* parse_model_command reads `COMMAND [--json] [--socket PATH] MODEL`. Returns 0 or the exit. */
+static int parse_model_command(struct ctl *ctl, int argc, char **argv, const char **model)
 {
-	static const struct option longopts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"socket", required_argument, NULL, 's'},
-	    {NULL, 0, NULL, 0},
-	};
-	char name[64];
 	int c;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":js:", longopts, NULL)) != -1) {
-		if (c == 'j')
-			ctl->json = true;
-		else if (c == 's')
-			ctl->socket = optarg;
-		else if (c == ':')
-			return ctl_usage(command, "option '%s' needs a value",
-					 args_bad_option(argv, name, sizeof(name)));
-		else
-			return ctl_usage(command, "unknown option '%s'",
-					 args_bad_option(argv, name, sizeof(name)));
-	}
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0)
+		;
+	if (c < 0)
+		return CTL_DONE;
 	if (optind >= argc)
-		return ctl_usage(command, "missing MODEL (a model id or name)");
+		return ctl_usage(ctl, "missing MODEL (a model id or name)");
 	*model = argv[optind++];
 	if (optind < argc)
-		return ctl_usage(command, "unexpected argument '%s'", argv[optind]);
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
 	if (!(*model)[0])
-		return ctl_usage(command, "MODEL must not be empty");
+		return ctl_usage(ctl, "MODEL must not be empty");
 	return CTL_EXIT_OK;
 }
 
@@ -247,7 +263,7 @@ static bool is_id(const char *text)
  * still tried (the daemon has the last word); a name must match exactly one model. Returns
  * CTL_EXIT_OK, or CTL_EXIT_REFUSED after saying why.
  */
-static int resolve(const char *command, const rocmmem_status *st, const char *text,
+static int resolve(const struct ctl *ctl, const rocmmem_status *st, const char *text,
 		   struct target *t)
 {
 	char sz[SIZE_FORMAT_MAX];
@@ -257,10 +273,8 @@ static int resolve(const char *command, const rocmmem_status *st, const char *te
 	if (is_id(text)) {
 		errno = 0;
 		t->id = strtoull(text, NULL, 10);
-		if (errno) {
-			fprintf(stderr, "rocmmemctl: %s: no model %s\n", command, text);
-			return CTL_EXIT_REFUSED;
-		}
+		if (errno)
+			return ctl_error(ctl, CTL_EXIT_REFUSED, -ENOENT, "no model %s", text);
 		for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
 			if (rocmmem_status_model(st, i)->id == t->id)
 				t->info = rocmmem_status_model(st, i);
@@ -279,14 +293,11 @@ static int resolve(const char *command, const rocmmem_status *st, const char *te
 		t->id = t->info->id;
 		return CTL_EXIT_OK;
 	}
-	if (matches == 0) {
-		fprintf(stderr,
-			"rocmmemctl: %s: no model named '%s' ('rocmmemctl models' lists them)\n",
-			command, text);
-		return CTL_EXIT_REFUSED;
-	}
-	fprintf(stderr, "rocmmemctl: %s: %zu models are named '%s'; name one by its id:\n", command,
-		matches, text);
+	if (matches == 0)
+		return ctl_error(ctl, CTL_EXIT_REFUSED, -ENOENT,
+				 "no model named '%s' ('rocmmemctl models' lists them)", text);
+	ctl_error(ctl, CTL_EXIT_REFUSED, -EEXIST,
+		  "%zu models are named '%s'; name one by its id:", matches, text);
 	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
 		const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
 
@@ -320,17 +331,8 @@ static const char *describe(const struct target *t, char *buf, size_t len)
 	return buf;
 }
 
-static int64_t monotonic_ms(void)
+static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int cmd_evict(const struct ctl *global, int argc, char **argv)
-{
-	struct ctl ctl = *global;
 	const char *model = NULL;
 	rocmmem_client *client;
 	rocmmem_status *st;
@@ -341,27 +343,27 @@ int cmd_evict(const struct ctl *global, int argc, char **argv)
 	char what[160], sz[SIZE_FORMAT_MAX];
 	int rc, err;
 
-	rc = parse_model_command("evict", &ctl, argc, argv, &model);
+	rc = parse_model_command(ctl, argc, argv, &model);
+	if (rc)
+		return rc == CTL_DONE ? ctl->exit : rc;
+	rc = query(ctl, "evict", &client, &st);
 	if (rc)
 		return rc;
-	rc = query(&ctl, "evict", &client, &st);
-	if (rc)
-		return rc;
-	rc = resolve("evict", st, model, &t);
+	rc = resolve(ctl, st, model, &t);
 	if (rc)
 		goto out;
-	started = monotonic_ms();
+	started = ctl_monotonic_ms();
 	/* Waits until the owner has unloaded it, or the daemon took it back at the deadline. */
 	err = rocmmem_model_evict(client, t.id, &freed);
-	elapsed = monotonic_ms() - started;
+	elapsed = ctl_monotonic_ms() - started;
 	if (err < 0) {
-		rc = ctl_fail("evict", err);
+		rc = ctl_fail(ctl, "evict", err);
 		goto out;
 	}
 	revoked = err == 1;
 	resident = freed > 0;
 	describe(&t, what, sizeof(what));
-	if (ctl.json) {
+	if (ctl->json) {
 		json_object *o = json_object_new_object();
 
 		add_target(o, &t);
@@ -386,10 +388,9 @@ out:
 }
 
 /* pin_command is pin (pinned true) and unpin (false). */
-static int pin_command(const char *command, bool pinned, const struct ctl *global, int argc,
-		       char **argv)
+static int pin_command(struct ctl *ctl, bool pinned, int argc, char **argv)
 {
-	struct ctl ctl = *global;
+	const char *command = ctl->command->name;
 	const char *model = NULL;
 	rocmmem_client *client;
 	rocmmem_status *st;
@@ -398,23 +399,23 @@ static int pin_command(const char *command, bool pinned, const struct ctl *globa
 	char what[160];
 	int rc, err;
 
-	rc = parse_model_command(command, &ctl, argc, argv, &model);
+	rc = parse_model_command(ctl, argc, argv, &model);
+	if (rc)
+		return rc == CTL_DONE ? ctl->exit : rc;
+	rc = query(ctl, command, &client, &st);
 	if (rc)
 		return rc;
-	rc = query(&ctl, command, &client, &st);
-	if (rc)
-		return rc;
-	rc = resolve(command, st, model, &t);
+	rc = resolve(ctl, st, model, &t);
 	if (rc)
 		goto out;
 	changed = !t.info || !t.info->pinned != !pinned;
 	err = rocmmem_model_pin(client, t.id, pinned);
 	if (err) {
-		rc = ctl_fail(command, err);
+		rc = ctl_fail(ctl, command, err);
 		goto out;
 	}
 	describe(&t, what, sizeof(what));
-	if (ctl.json) {
+	if (ctl->json) {
 		json_object *o = json_object_new_object();
 
 		add_target(o, &t);
@@ -434,12 +435,42 @@ out:
 	return rc;
 }
 
-int cmd_pin(const struct ctl *ctl, int argc, char **argv)
+static int cmd_pin(struct ctl *ctl, int argc, char **argv)
 {
-	return pin_command("pin", true, ctl, argc, argv);
+	return pin_command(ctl, true, argc, argv);
 }
 
-int cmd_unpin(const struct ctl *ctl, int argc, char **argv)
+static int cmd_unpin(struct ctl *ctl, int argc, char **argv)
 {
-	return pin_command("unpin", false, ctl, argc, argv);
+	return pin_command(ctl, false, argc, argv);
 }
+
+static const struct ctl_option no_options[] = {{NULL, 0, NULL, NULL}};
+
+const struct ctl_command ctl_evict_command = {
+    .name = "evict",
+    .run = cmd_evict,
+    .args = "MODEL",
+    .summary = "ask a model's owner to unload it now, and wait until it has",
+    .details = "Waits until the owner has unloaded it; an owner that does not in time has the\n"
+	       "model's memory revoked.\n"
+	       "Evicting takes the model's owner or root.\n",
+    .options = no_options,
+};
+
+const struct ctl_command ctl_pin_command = {
+    .name = "pin",
+    .run = cmd_pin,
+    .args = "MODEL",
+    .summary = "pin a model: the daemon never evicts it to make room (evict still may)",
+    .details = "Pinning takes the model's owner or root.\n",
+    .options = no_options,
+};
+
+const struct ctl_command ctl_unpin_command = {
+    .name = "unpin",
+    .run = cmd_unpin,
+    .args = "MODEL",
+    .summary = "let the daemon evict a model again when it is idle",
+    .options = no_options,
+};

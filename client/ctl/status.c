@@ -1,206 +1,198 @@
 /* SPDX-License-Identifier: MIT */
-/* status.c: `rocmmemctl status`: the daemon's state as a table or as the stable JSON contract. */
+/* status.c: `rocmmemctl status`: the daemon's state as tables or as the stable JSON contract. */
 #include <errno.h>
-#include <getopt.h>
-#include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "ctl.h"
 #include "size.h"
 
-/* The version of the JSON below; bump only when a field changes meaning or goes away. */
-#define STATUS_SCHEMA_VERSION 1
+#define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* errno_name names the errors a refusal carries ("ENOMEM"); others by number. */
-static const char *errno_name(int err, char *buf, size_t len)
+/* ----------------------------------------------------------------------------------------- */
+/* The tables `status` shows, each also printable alone: `status TABLE [-o COLUMNS] [--csv]` */
+
+enum {
+	DEV_INDEX,
+	DEV_NAME,
+	DEV_TOTAL,
+	DEV_BUDGET,
+	DEV_LEASED,
+	DEV_FREE,
+	DEV_LEASES,
+	DEV_WAITING,
+	DEV_RESERVED,
+	DEV_HEADROOM,
+	DEV_EVICTABLE,
+	DEV_LARGEST,
+	DEV_BACKEND,
+	DEV_SHARING,
+	DEV_BUS,
+	DEV_STATE
+};
+static const struct ctl_column device_columns[] = {
+    [DEV_INDEX] = {"DEVICE", 0, "the device's index (--device N)"},
+    [DEV_NAME] = {"NAME", 0, "its name, whole"},
+    [DEV_TOTAL] = {"TOTAL", CTL_COL_RIGHT, "memory the backend reports"},
+    [DEV_BUDGET] = {"BUDGET", CTL_COL_RIGHT, "the most the daemon leases at once"},
+    [DEV_LEASED] = {"LEASED", CTL_COL_RIGHT, "held in leases"},
+    [DEV_FREE] = {"FREE", CTL_COL_RIGHT, "budget neither leased nor reserved"},
+    [DEV_LEASES] = {"LEASES", CTL_COL_RIGHT, "number of leases"},
+    [DEV_WAITING] = {"WAITING", CTL_COL_RIGHT, "requests waiting in its queue"},
+    [DEV_RESERVED] = {"RESERVED", CTL_COL_RIGHT | CTL_COL_EXTRA, "reserved for models"},
+    [DEV_HEADROOM] = {"HEADROOM", CTL_COL_RIGHT | CTL_COL_EXTRA, "total minus budget"},
+    [DEV_EVICTABLE] = {"EVICTABLE", CTL_COL_RIGHT | CTL_COL_EXTRA, "idle models' memory"},
+    [DEV_LARGEST] = {"LARGEST", CTL_COL_RIGHT | CTL_COL_EXTRA, "largest lease grantable now"},
+    [DEV_BACKEND] = {"BACKEND", CTL_COL_EXTRA, "host, hip or cuda"},
+    [DEV_SHARING] = {"SHARING", CTL_COL_EXTRA, "how leases reach clients (memfd, vmm-fd...)"},
+    [DEV_BUS] = {"BUS", CTL_COL_EXTRA, "PCI bus id"},
+    [DEV_STATE] = {"STATE", CTL_COL_EXTRA, "ok, or why the device is unusable"},
+};
+
+enum {
+	CL_PID,
+	CL_UID,
+	CL_NAME,
+	CL_LEASES,
+	CL_LEASED,
+	CL_RESERVED,
+	CL_MODELS,
+	CL_CONNECTED,
+	CL_GID,
+	CL_WAITING,
+	CL_ID
+};
+static const struct ctl_column client_columns[] = {
+    [CL_PID] = {"PID", 0, "the client's process"},
+    [CL_UID] = {"UID", 0, "its user"},
+    [CL_NAME] = {"CLIENT", 0, "the name it gave"},
+    [CL_LEASES] = {"LEASES", CTL_COL_RIGHT, "leases it holds"},
+    [CL_LEASED] = {"LEASED", CTL_COL_RIGHT, "bytes in those leases"},
+    [CL_RESERVED] = {"RESERVED", CTL_COL_RIGHT, "bytes its models hold (reservations)"},
+    [CL_MODELS] = {"MODELS", CTL_COL_RIGHT, "models it registered"},
+    [CL_CONNECTED] = {"CONNECTED", CTL_COL_RIGHT, "how long ago it connected"},
+    [CL_GID] = {"GID", CTL_COL_EXTRA, "its group"},
+    [CL_WAITING] = {"WAITING", CTL_COL_RIGHT | CTL_COL_EXTRA, "its requests waiting for memory"},
+    [CL_ID] = {"ID", CTL_COL_EXTRA, "the daemon's id of the connection"},
+};
+
+enum { LS_ID, LS_PID, LS_DEVICE, LS_SIZE, LS_AGE, LS_TAG, LS_MODEL };
+static const struct ctl_column lease_columns[] = {
+    [LS_ID] = {"LEASE", 0, "the lease's id"},
+    [LS_PID] = {"PID", 0, "its owner"},
+    [LS_DEVICE] = {"DEVICE", 0, "its device"},
+    [LS_SIZE] = {"SIZE", CTL_COL_RIGHT, "its bytes"},
+    [LS_AGE] = {"AGE", CTL_COL_RIGHT, "how long it has been held"},
+    [LS_TAG] = {"TAG", 0, "the owner's tag"},
+    [LS_MODEL] = {"MODEL", CTL_COL_RIGHT | CTL_COL_EXTRA, "the model it belongs to (id)"},
+};
+
+enum { Q_PID, Q_DEVICE, Q_SIZE, Q_WAITED, Q_TIMEOUT, Q_MODEL, Q_TAG };
+static const struct ctl_column queue_columns[] = {
+    [Q_PID] = {"PID", 0, "the waiting process"},
+    [Q_DEVICE] = {"DEVICE", 0, "the device it waits on"},
+    [Q_SIZE] = {"SIZE", CTL_COL_RIGHT, "what it asked for"},
+    [Q_WAITED] = {"WAITED", CTL_COL_RIGHT, "how long it has waited"},
+    [Q_TIMEOUT] = {"TIMEOUT", CTL_COL_RIGHT, "how long it waits at most"},
+    [Q_MODEL] = {"MODEL", 0, "the model it waits to load, or -"},
+    [Q_TAG] = {"TAG", 0, "its tag"},
+};
+
+enum { DN_AGO, DN_PID, DN_CLIENT, DN_DEVICE, DN_SIZE, DN_ERROR, DN_REASON };
+static const struct ctl_column denial_columns[] = {
+    [DN_AGO] = {"AGO", 0, "how long ago"},
+    [DN_PID] = {"PID", 0, "the refused process"},
+    [DN_CLIENT] = {"CLIENT", 0, "its name"},
+    [DN_DEVICE] = {"DEVICE", 0, "the device"},
+    [DN_SIZE] = {"SIZE", CTL_COL_RIGHT, "what it asked for"},
+    [DN_ERROR] = {"ERROR", 0, "the error it got"},
+    [DN_REASON] = {"REASON", CTL_COL_WRAP, "the daemon's explanation, whole"},
+};
+
+static const struct ctl_table_spec devices_table = {"devices", device_columns, N(device_columns)};
+static const struct ctl_table_spec clients_table = {"clients", client_columns, N(client_columns)};
+static const struct ctl_table_spec leases_table = {"leases", lease_columns, N(lease_columns)};
+static const struct ctl_table_spec queue_table = {"queue", queue_columns, N(queue_columns)};
+static const struct ctl_table_spec denials_table = {"denials", denial_columns, N(denial_columns)};
+
+/* ----------------------------------------------------------------------------------------- */
+/* Table rows */
+
+static void device_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
 {
-	static const struct {
-		int err;
-		const char *name;
-	} names[] = {
-	    {ENOMEM, "ENOMEM"},	  {ETIMEDOUT, "ETIMEDOUT"}, {E2BIG, "E2BIG"},
-	    {EDEADLK, "EDEADLK"}, {ENODEV, "ENODEV"},	    {EIO, "EIO"},
-	    {EAGAIN, "EAGAIN"},	  {EBUSY, "EBUSY"},	    {ECANCELED, "ECANCELED"},
-	    {EINVAL, "EINVAL"},	  {EPERM, "EPERM"},	    {ENOSPC, "ENOSPC"},
-	};
+	char a[SIZE_FORMAT_MAX];
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (names[i].err == -err)
-			return names[i].name;
-	snprintf(buf, len, "errno %d", -err);
-	return buf;
-}
+	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
+		const struct rocmmem_device_info *v = rocmmem_status_device(st, i);
 
-static json_object *denials_json(const rocmmem_status *st)
-{
-	json_object *a = json_object_new_array();
-	char name[32];
-
-	for (size_t i = 0; i < rocmmem_status_denial_count(st); i++) {
-		const struct rocmmem_denial_info *v = rocmmem_status_denial(st, i);
-		json_object *o = json_object_new_object();
-
-		ctl_json_u64(o, "timestamp_ms", v->timestamp_ms);
-		ctl_json_i64(o, "pid", v->pid);
-		ctl_json_str(o, "client_name", v->client_name);
-		ctl_json_u64(o, "device", v->device);
-		ctl_json_u64(o, "bytes", v->bytes);
-		ctl_json_u64(o, "model_id", v->model_id);
-		ctl_json_str(o, "model_name", v->model_name);
-		ctl_json_str(o, "error", errno_name(v->error, name, sizeof(name)));
-		ctl_json_i64(o, "errno", -(int64_t)v->error);
-		ctl_json_str(o, "reason", v->reason);
-		json_object_array_add(a, o);
+		ctl_table_row(t);
+		ctl_table_set(t, DEV_INDEX, "%u", v->index);
+		ctl_table_set(t, DEV_NAME, "%s", v->name);
+		ctl_table_set(t, DEV_TOTAL, "%s", ctl_size(ctl, v->total_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_BUDGET, "%s", ctl_size(ctl, v->budget_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_LEASED, "%s", ctl_size(ctl, v->leased_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_FREE, "%s", ctl_size(ctl, v->free_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_LEASES, "%llu", (unsigned long long)v->leases);
+		ctl_table_set(t, DEV_WAITING, "%u", v->waiters);
+		ctl_table_set(t, DEV_RESERVED, "%s",
+			      ctl_size(ctl, v->reserved_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_HEADROOM, "%s",
+			      ctl_size(ctl, v->headroom_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_EVICTABLE, "%s",
+			      ctl_size(ctl, v->evictable_bytes, a, sizeof(a)));
+		ctl_table_set(t, DEV_LARGEST, "%s",
+			      ctl_size(ctl, v->largest_grantable, a, sizeof(a)));
+		ctl_table_set(t, DEV_BACKEND, "%s", v->backend);
+		ctl_table_set(t, DEV_SHARING, "%s", v->sharing);
+		ctl_table_set(t, DEV_BUS, "%s", v->pci_bus_id[0] ? v->pci_bus_id : "-");
+		ctl_table_set(t, DEV_STATE, "%s", v->state);
 	}
-	return a;
 }
 
-/* limits_json: {"NAME": {"value": N, "unlimited": false, "hits": N}, ...} in the daemon's order. */
-static json_object *limits_json(const rocmmem_status *st)
+static void client_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
 {
-	json_object *o = json_object_new_object();
+	char a[SIZE_FORMAT_MAX], when[32];
 
-	for (size_t i = 0; i < rocmmem_status_limit_count(st); i++) {
-		const struct rocmmem_limit_info *v = rocmmem_status_limit(st, i);
-		json_object *l = json_object_new_object();
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
+		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
 
-		ctl_json_u64(l, "value", v->value);
-		ctl_json_bool(l, "unlimited", v->unlimited);
-		ctl_json_u64(l, "hits", v->hits);
-		json_object_object_add(o, v->name, l);
+		if (ctl_is_self(v))
+			continue;
+		ctl_table_row(t);
+		ctl_table_set(t, CL_PID, "%d", (int)v->pid);
+		ctl_table_set(t, CL_UID, "%u", v->uid);
+		ctl_table_set(t, CL_NAME, "%s", v->name[0] ? v->name : "-");
+		ctl_table_set(t, CL_LEASES, "%u", v->leases);
+		ctl_table_set(t, CL_LEASED, "%s", ctl_size(ctl, v->leased_bytes, a, sizeof(a)));
+		ctl_table_set(t, CL_RESERVED, "%s", ctl_size(ctl, v->reserved_bytes, a, sizeof(a)));
+		ctl_table_set(t, CL_MODELS, "%u", v->models);
+		ctl_table_set(t, CL_CONNECTED, "%s",
+			      ctl_duration(v->connected_s, when, sizeof(when)));
+		ctl_table_set(t, CL_GID, "%u", v->gid);
+		ctl_table_set(t, CL_WAITING, "%u", v->waiting);
+		ctl_table_set(t, CL_ID, "%llu", (unsigned long long)v->client_id);
 	}
-	return o;
 }
 
-static json_object *access_json(const rocmmem_status *st)
+static void lease_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
 {
-	const struct rocmmem_access_info *v = rocmmem_status_access(st);
-	json_object *o = json_object_new_object();
+	char a[SIZE_FORMAT_MAX], age[32];
 
-	ctl_json_u64(o, "peers_refused", v->peers_refused);
-	ctl_json_u64(o, "requests_refused", v->requests_refused);
-	return o;
-}
-
-static json_object *status_json(const rocmmem_status *st)
-{
-	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
-	json_object *root = json_object_new_object(), *daemon = json_object_new_object();
-	json_object *devices = json_object_new_array(), *clients = json_object_new_array();
-	json_object *leases = json_object_new_array(), *models = json_object_new_array();
-	json_object *queue = json_object_new_array();
-
-	ctl_json_i64(root, "schema_version", STATUS_SCHEMA_VERSION);
-	ctl_json_str(daemon, "version", d->version);
-	ctl_json_i64(daemon, "pid", d->pid);
-	ctl_json_u64(daemon, "uptime_s", d->uptime_s);
-	ctl_json_str(daemon, "backend", d->backend);
-	ctl_json_u64(daemon, "protocol_version", d->protocol_version);
-	json_object_object_add(root, "daemon", daemon);
-
-	for (size_t i = 0; i < rocmmem_status_device_count(st); i++)
-		json_object_array_add(devices, ctl_device_json(st, i));
-	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
-		json_object_array_add(clients, ctl_client_json(rocmmem_status_client(st, i)));
 	for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
 		const struct rocmmem_lease_info *v = rocmmem_status_lease(st, i);
-		json_object *o = json_object_new_object();
 
-		ctl_json_u64(o, "id", v->id);
-		ctl_json_i64(o, "owner_pid", v->owner_pid);
-		ctl_json_u64(o, "device", v->device);
-		ctl_json_u64(o, "bytes", v->bytes);
-		ctl_json_str(o, "tag", v->tag);
-		ctl_json_u64(o, "age_ms", v->age_ms);
-		ctl_json_u64(o, "model_id", v->model_id);
-		json_object_array_add(leases, o);
-	}
-	for (size_t i = 0; i < rocmmem_status_model_count(st); i++)
-		json_object_array_add(models, ctl_model_json(rocmmem_status_model(st, i)));
-	for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
-		const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
-		json_object *o = json_object_new_object();
-
-		ctl_json_i64(o, "owner_pid", v->owner_pid);
-		ctl_json_u64(o, "device", v->device);
-		ctl_json_u64(o, "bytes", v->bytes);
-		ctl_json_u64(o, "waited_ms", v->waited_ms);
-		ctl_json_i64(o, "timeout_ms", v->timeout_ms);
-		ctl_json_str(o, "tag", v->tag);
-		ctl_json_u64(o, "model_id", v->model_id);
-		json_object_array_add(queue, o);
-	}
-	json_object_object_add(root, "devices", devices);
-	json_object_object_add(root, "clients", clients);
-	json_object_object_add(root, "leases", leases);
-	json_object_object_add(root, "models", models);
-	json_object_object_add(root, "queue", queue);
-	json_object_object_add(root, "denials", denials_json(st));
-	json_object_object_add(root, "counters",
-			       ctl_counters_json(rocmmem_status_counters(st), false));
-	json_object_object_add(root, "limits", limits_json(st));
-	json_object_object_add(root, "access", access_json(st));
-	return root;
-}
-
-const char *ctl_duration(uint64_t s, char *buf, size_t len)
-{
-	if (s < 60)
-		snprintf(buf, len, "%llus", (unsigned long long)s);
-	else if (s < 3600)
-		snprintf(buf, len, "%llum%02llus", (unsigned long long)(s / 60),
-			 (unsigned long long)(s % 60));
-	else
-		snprintf(buf, len, "%lluh%02llum", (unsigned long long)(s / 3600),
-			 (unsigned long long)(s % 3600 / 60));
-	return buf;
-}
-
-/* print_device_details adds what is known beyond the budget: bus, sharing, runtime, sensors. */
-static void print_device_details(const rocmmem_status *st, size_t index,
-				 const struct rocmmem_device_info *v)
-{
-	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
-
-	if (v->pci_bus_id[0])
-		printf("       %s%s, shared by %s\n", v->pci_bus_id,
-		       v->integrated ? ", integrated (APU)" : "", v->sharing);
-	if (strcmp(v->state, "ok") != 0)
-		printf("       UNUSABLE: %s\n", v->state);
-	if (v->reserved_bytes)
-		printf("       %s reserved for models (not leased, not free)\n",
-		       size_format(v->reserved_bytes, a, sizeof(a)));
-	if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME)
-		printf("       runtime: %s free of %s; %s used outside rocmmemd\n",
-		       size_format(v->runtime_free_bytes, a, sizeof(a)),
-		       size_format(v->runtime_total_bytes, b, sizeof(b)),
-		       size_format(v->external_bytes, c, sizeof(c)));
-	if (v->telemetry_source[0]) {
-		printf("       %s:", v->telemetry_source);
-		if (v->valid & ROCMMEM_DEVICE_HAS_VRAM)
-			printf(" vram %s/%s", size_format(v->vram_used_bytes, a, sizeof(a)),
-			       size_format(v->vram_total_bytes, b, sizeof(b)));
-		if (v->valid & ROCMMEM_DEVICE_HAS_GTT)
-			printf(" gtt %s/%s", size_format(v->gtt_used_bytes, a, sizeof(a)),
-			       size_format(v->gtt_total_bytes, b, sizeof(b)));
-		if (v->valid & ROCMMEM_DEVICE_HAS_TEMPERATURE)
-			printf(" %.1f C", v->temperature_mc / 1000.0);
-		if (v->valid & ROCMMEM_DEVICE_HAS_POWER)
-			printf(" %.1f W", v->power_mw / 1000.0);
-		if (v->valid & ROCMMEM_DEVICE_HAS_BUSY)
-			printf(" busy %u%%", v->busy_percent);
-		printf("\n");
-	}
-	for (size_t k = 0; k < rocmmem_status_process_count(st, index); k++) {
-		const struct rocmmem_process_info *p = rocmmem_status_process(st, index, k);
-
-		printf("       pid %d holds %s%s\n", (int)p->pid,
-		       size_format(p->vram_bytes, a, sizeof(a)),
-		       p->client ? " (a client)" : " outside rocmmemd");
+		ctl_table_row(t);
+		ctl_table_set(t, LS_ID, "%llu", (unsigned long long)v->id);
+		ctl_table_set(t, LS_PID, "%d", (int)v->owner_pid);
+		ctl_table_set(t, LS_DEVICE, "%u", v->device);
+		ctl_table_set(t, LS_SIZE, "%s", ctl_size(ctl, v->bytes, a, sizeof(a)));
+		ctl_table_set(t, LS_AGE, "%s", ctl_duration(v->age_ms / 1000, age, sizeof(age)));
+		ctl_table_set(t, LS_TAG, "%s", v->tag);
+		if (v->model_id)
+			ctl_table_set(t, LS_MODEL, "%llu", (unsigned long long)v->model_id);
+		else
+			ctl_table_set(t, LS_MODEL, "-");
 	}
 }
 
@@ -221,6 +213,124 @@ static const char *waiter_model(const rocmmem_status *st, const struct rocmmem_w
 	return buf;
 }
 
+static void queue_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
+{
+	char a[SIZE_FORMAT_MAX], waited[32], timeout[32], model[160];
+
+	for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
+		const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
+
+		if (v->timeout_ms < 0)
+			snprintf(timeout, sizeof(timeout), "none");
+		else
+			ctl_duration((uint64_t)v->timeout_ms / 1000, timeout, sizeof(timeout));
+		ctl_table_row(t);
+		ctl_table_set(t, Q_PID, "%d", (int)v->owner_pid);
+		ctl_table_set(t, Q_DEVICE, "%u", v->device);
+		ctl_table_set(t, Q_SIZE, "%s", ctl_size(ctl, v->bytes, a, sizeof(a)));
+		ctl_table_set(t, Q_WAITED, "%s",
+			      ctl_duration(v->waited_ms / 1000, waited, sizeof(waited)));
+		ctl_table_set(t, Q_TIMEOUT, "%s", timeout);
+		ctl_table_set(t, Q_MODEL, "%s", waiter_model(st, v, model, sizeof(model)));
+		ctl_table_set(t, Q_TAG, "%s", v->tag);
+	}
+}
+
+static void denial_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
+{
+	char ago[32], a[SIZE_FORMAT_MAX], name[32];
+	struct timespec ts;
+	uint64_t now_ms;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	for (size_t i = 0; i < rocmmem_status_denial_count(st); i++) {
+		const struct rocmmem_denial_info *v = rocmmem_status_denial(st, i);
+		uint64_t age = now_ms > v->timestamp_ms ? now_ms - v->timestamp_ms : 0;
+
+		ctl_table_row(t);
+		ctl_table_set(t, DN_AGO, "%s", ctl_duration(age / 1000, ago, sizeof(ago)));
+		ctl_table_set(t, DN_PID, "%d", (int)v->pid);
+		ctl_table_set(t, DN_CLIENT, "%s", v->client_name[0] ? v->client_name : "-");
+		ctl_table_set(t, DN_DEVICE, "%u", v->device);
+		ctl_table_set(t, DN_SIZE, "%s", ctl_size(ctl, v->bytes, a, sizeof(a)));
+		ctl_table_set(t, DN_ERROR, "%s", ctl_errno_name(v->error, name, sizeof(name)));
+		ctl_table_set(t, DN_REASON, "%s", v->reason);
+	}
+}
+
+/* The tables by name, for `status TABLE`, in the order the whole view shows them. */
+static const struct status_table {
+	const struct ctl_table_spec *spec;
+	void (*rows)(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st);
+} tables[] = {
+    {&devices_table, device_rows}, {&clients_table, client_rows}, {&leases_table, lease_rows},
+    {&ctl_models_table, NULL},	   {&queue_table, queue_rows},	  {&denials_table, denial_rows},
+};
+
+/* print_one prints one table; the models table is filled by models.c. Returns an exit status. */
+static int print_one(const struct ctl *ctl, const struct status_table *which,
+		     const rocmmem_status *st)
+{
+	struct ctl_table *t;
+	int rc = ctl_table_new(ctl, which->spec, &t);
+
+	if (rc)
+		return rc;
+	if (which->rows)
+		which->rows(ctl, t, st);
+	else
+		ctl_models_rows(ctl, t, st, -1);
+	return ctl_table_print(t) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* The whole view */
+
+/* print_device_details adds what is known beyond the table: bus, sharing, runtime, sensors. */
+static void print_device_details(const rocmmem_status *st, size_t index,
+				 const struct rocmmem_device_info *v)
+{
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
+
+	if (v->pci_bus_id[0])
+		printf("  device %u: %s%s, shared by %s\n", v->index, v->pci_bus_id,
+		       v->integrated ? ", integrated (APU)" : "", v->sharing);
+	if (strcmp(v->state, "ok") != 0)
+		printf("  device %u: UNUSABLE: %s\n", v->index, v->state);
+	if (v->reserved_bytes)
+		printf("  device %u: %s reserved for models (not leased, not free)\n", v->index,
+		       size_format(v->reserved_bytes, a, sizeof(a)));
+	if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME)
+		printf("  device %u: runtime: %s free of %s; %s used outside rocmmemd\n", v->index,
+		       size_format(v->runtime_free_bytes, a, sizeof(a)),
+		       size_format(v->runtime_total_bytes, b, sizeof(b)),
+		       size_format(v->external_bytes, c, sizeof(c)));
+	if (v->telemetry_source[0]) {
+		printf("  device %u: %s:", v->index, v->telemetry_source);
+		if (v->valid & ROCMMEM_DEVICE_HAS_VRAM)
+			printf(" vram %s/%s", size_format(v->vram_used_bytes, a, sizeof(a)),
+			       size_format(v->vram_total_bytes, b, sizeof(b)));
+		if (v->valid & ROCMMEM_DEVICE_HAS_GTT)
+			printf(" gtt %s/%s", size_format(v->gtt_used_bytes, a, sizeof(a)),
+			       size_format(v->gtt_total_bytes, b, sizeof(b)));
+		if (v->valid & ROCMMEM_DEVICE_HAS_TEMPERATURE)
+			printf(" %.1f C", v->temperature_mc / 1000.0);
+		if (v->valid & ROCMMEM_DEVICE_HAS_POWER)
+			printf(" %.1f W", v->power_mw / 1000.0);
+		if (v->valid & ROCMMEM_DEVICE_HAS_BUSY)
+			printf(" busy %u%%", v->busy_percent);
+		printf("\n");
+	}
+	for (size_t k = 0; k < rocmmem_status_process_count(st, index); k++) {
+		const struct rocmmem_process_info *p = rocmmem_status_process(st, index, k);
+
+		printf("  device %u: pid %d holds %s%s\n", v->index, (int)p->pid,
+		       size_format(p->vram_bytes, a, sizeof(a)),
+		       p->client ? " (a client)" : " outside rocmmemd");
+	}
+}
+
 static void print_counters(const struct rocmmem_counters *k)
 {
 	char a[SIZE_FORMAT_MAX];
@@ -232,6 +342,21 @@ static void print_counters(const struct rocmmem_counters *k)
 	       (unsigned long long)k->reclaimed, (unsigned long long)k->failures,
 	       (unsigned long long)k->evictions, (unsigned long long)k->revocations,
 	       (unsigned long long)k->trims, size_format(k->bytes_trimmed, a, sizeof(a)));
+}
+
+/* limit_value writes a limit as its configuration has it: a size, seconds or a count. */
+static const char *limit_value(const struct rocmmem_limit_info *v, char *a, size_t len)
+{
+	if (v->unlimited)
+		snprintf(a, len, "unlimited");
+	else if (strcmp(v->name, "queued") == 0 || strcmp(v->name, "message_size") == 0 ||
+		 strcmp(v->name, "bytes_per_uid") == 0)
+		size_format(v->value, a, len);
+	else if (strcmp(v->name, "handshake_timeout") == 0)
+		snprintf(a, len, "%.3g s", (double)v->value / 1000.0);
+	else
+		snprintf(a, len, "%llu", (unsigned long long)v->value);
+	return a;
 }
 
 /*
@@ -249,19 +374,8 @@ static void print_limits(const rocmmem_status *st)
 
 		if (!v->hits)
 			continue;
-		if (!any)
-			printf("limits hit:");
-		if (v->unlimited)
-			snprintf(a, sizeof(a), "unlimited");
-		else if (strcmp(v->name, "queued") == 0 || strcmp(v->name, "message_size") == 0 ||
-			 strcmp(v->name, "bytes_per_uid") == 0)
-			size_format(v->value, a, sizeof(a));
-		else if (strcmp(v->name, "handshake_timeout") == 0)
-			snprintf(a, sizeof(a), "%.3g s", (double)v->value / 1000.0);
-		else
-			snprintf(a, sizeof(a), "%llu", (unsigned long long)v->value);
-		printf("%s %s %llu time(s) (limit %s)", any ? "," : "", v->name,
-		       (unsigned long long)v->hits, a);
+		printf("%s %s %llu time(s) (limit %s)", any ? "," : "limits hit:", v->name,
+		       (unsigned long long)v->hits, limit_value(v, a, sizeof(a)));
 		any = true;
 	}
 	if (any)
@@ -275,179 +389,128 @@ static void print_limits(const rocmmem_status *st)
 		printf("\n");
 }
 
-/* terminal_width is stdout's width in columns when it is a terminal, else 0 (no limit). */
-static size_t terminal_width(void)
+static bool has_other_clients(const rocmmem_status *st)
 {
-	struct winsize ws;
-
-	if (!isatty(STDOUT_FILENO) || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0)
-		return 0;
-	return ws.ws_col;
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
+		if (!ctl_is_self(rocmmem_status_client(st, i)))
+			return true;
+	return false;
 }
 
-/* print_cut prints text in at most width columns (0: all of it), cut at a UTF-8 boundary. */
-static void print_cut(const char *text, size_t width)
-{
-	size_t n = strlen(text), chars = 0, i;
-
-	if (width == 0) {
-		puts(text);
-		return;
-	}
-	/* Columns counted as characters: what the names may hold is validated UTF-8. */
-	for (i = 0; i < n; i++)
-		if (((unsigned char)text[i] & 0xC0) != 0x80)
-			chars++;
-	if (chars <= width) {
-		puts(text);
-		return;
-	}
-	chars = 0;
-	for (i = 0; i < n; i++) {
-		if (((unsigned char)text[i] & 0xC0) != 0x80 &&
-		    ++chars > (width > 3 ? width - 3 : 0))
-			break;
-	}
-	printf("%.*s...\n", (int)i, text);
-}
-
-/* print_denials lists the latest refusals, oldest first: when, who, what, and why. */
-static void print_denials(const rocmmem_status *st)
-{
-	size_t width = terminal_width();
-	struct timespec ts;
-	uint64_t now_ms;
-
-	if (!rocmmem_status_denial_count(st))
-		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	printf("\nRECENT DENIALS\n%-9s %-8s %-16s %-6s %10s %-9s  %s\n", "AGO", "PID", "CLIENT",
-	       "DEVICE", "SIZE", "ERROR", "REASON");
-	for (size_t i = 0; i < rocmmem_status_denial_count(st); i++) {
-		const struct rocmmem_denial_info *v = rocmmem_status_denial(st, i);
-		char ago[32], sz[SIZE_FORMAT_MAX], name[32];
-		uint64_t age = now_ms > v->timestamp_ms ? now_ms - v->timestamp_ms : 0;
-		int used = printf("%-9s %-8d %-16.16s %-6u %10s %-9s  ",
-				  ctl_duration(age / 1000, ago, sizeof(ago)), (int)v->pid,
-				  v->client_name[0] ? v->client_name : "-", v->device,
-				  size_format(v->bytes, sz, sizeof(sz)),
-				  errno_name(v->error, name, sizeof(name)));
-
-		print_cut(v->reason, width == 0			? 0
-				     : width > (size_t)used + 8 ? width - (size_t)used
-								: 8);
-	}
-}
-
-static void print_table(const rocmmem_status *st)
+static int print_view(const struct ctl *ctl, const rocmmem_status *st)
 {
 	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
-	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX], e[SIZE_FORMAT_MAX];
-	char t[32];
+	char line[1536], t[32];
+	int rc;
 
+	/* The first line, where it cannot be missed: GPU models would be counted in RAM. */
+	if (ctl_host_fallback_line(d, ctl->color, line, sizeof(line))[0])
+		printf("%s\n", line);
 	printf("rocmmemd %s, pid %d, up %s, backend %s\n", d->version, (int)d->pid,
 	       ctl_duration(d->uptime_s, t, sizeof(t)), d->backend);
 	print_counters(rocmmem_status_counters(st));
 	print_limits(st);
-	printf("%-6s %-20s %10s %10s %10s %10s %7s %7s\n", "DEVICE", "NAME", "TOTAL", "BUDGET",
-	       "LEASED", "FREE", "LEASES", "WAITING");
-	for (size_t i = 0; i < rocmmem_status_device_count(st); i++) {
-		const struct rocmmem_device_info *v = rocmmem_status_device(st, i);
-
-		printf("%-6u %-20.20s %10s %10s %10s %10s %7llu %7u\n", v->index, v->name,
-		       size_format(v->total_bytes, a, sizeof(a)),
-		       size_format(v->budget_bytes, b, sizeof(b)),
-		       size_format(v->leased_bytes, c, sizeof(c)),
-		       size_format(v->free_bytes, e, sizeof(e)), (unsigned long long)v->leases,
-		       v->waiters);
-		print_device_details(st, i, v);
-	}
-	printf("\n%-8s %-6s %-24s %7s %10s %9s\n", "PID", "UID", "CLIENT", "LEASES", "LEASED",
-	       "CONNECTED");
-	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
-		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
-
-		printf("%-8d %-6u %-24.24s %7u %10s %9s\n", (int)v->pid, v->uid,
-		       v->name[0] ? v->name : "-", v->leases,
-		       size_format(v->leased_bytes, a, sizeof(a)),
-		       ctl_duration(v->connected_s, t, sizeof(t)));
-	}
-	if (rocmmem_status_lease_count(st)) {
-		printf("\n%-8s %-8s %-6s %10s %9s  %s\n", "LEASE", "PID", "DEVICE", "SIZE", "AGE",
-		       "TAG");
-		for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
-			const struct rocmmem_lease_info *v = rocmmem_status_lease(st, i);
-
-			printf("%-8llu %-8d %-6u %10s %9s  %s\n", (unsigned long long)v->id,
-			       (int)v->owner_pid, v->device, size_format(v->bytes, a, sizeof(a)),
-			       ctl_duration(v->age_ms / 1000, t, sizeof(t)), v->tag);
-		}
-	}
-	if (rocmmem_status_model_count(st)) {
-		printf("\n");
-		ctl_models_table(st, -1);
-	}
-	if (rocmmem_status_waiter_count(st)) {
-		printf("\n%-8s %-6s %10s %9s %9s  %-24s %s\n", "WAITING", "DEVICE", "SIZE",
-		       "WAITED", "TIMEOUT", "MODEL", "TAG");
-		for (size_t i = 0; i < rocmmem_status_waiter_count(st); i++) {
-			const struct rocmmem_waiter_info *v = rocmmem_status_waiter(st, i);
-			char to[32], model[96];
-
-			if (v->timeout_ms < 0)
-				snprintf(to, sizeof(to), "none");
-			else
-				ctl_duration((uint64_t)v->timeout_ms / 1000, to, sizeof(to));
-			printf("%-8d %-6u %10s %9s %9s  %-24s %s\n", (int)v->owner_pid, v->device,
-			       size_format(v->bytes, a, sizeof(a)),
-			       ctl_duration(v->waited_ms / 1000, t, sizeof(t)), to,
-			       waiter_model(st, v, model, sizeof(model)), v->tag);
-		}
-	}
-	print_denials(st);
+	rc = print_one(ctl, &tables[0], st);
+	for (size_t i = 0; rc == 0 && i < rocmmem_status_device_count(st); i++)
+		print_device_details(st, i, rocmmem_status_device(st, i));
+	printf("\n");
+	if (rc == 0 && has_other_clients(st))
+		rc = print_one(ctl, &tables[1], st);
+	else if (rc == 0)
+		printf("no clients connected\n");
+	if (rc == 0 && rocmmem_status_lease_count(st) && printf("\n") > 0)
+		rc = print_one(ctl, &tables[2], st);
+	if (rc == 0 && rocmmem_status_model_count(st) && printf("\n") > 0)
+		rc = print_one(ctl, &tables[3], st);
+	if (rc == 0 && rocmmem_status_waiter_count(st) && printf("\nQUEUE\n") > 0)
+		rc = print_one(ctl, &tables[4], st);
+	if (rc == 0 && rocmmem_status_denial_count(st) && printf("\nRECENT DENIALS\n") > 0)
+		rc = print_one(ctl, &tables[5], st);
+	return rc;
 }
 
-int cmd_status(const struct ctl *global, int argc, char **argv)
+/* ----------------------------------------------------------------------------------------- */
+/* The command */
+
+static const struct ctl_option status_options[] = {CTL_OUTPUT_OPTIONS, {NULL, 0, NULL, NULL}};
+
+static void status_help_extra(void)
 {
-	static const struct option longopts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"socket", required_argument, NULL, 's'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct ctl ctl = *global;
+	for (size_t i = 0; i < N(tables); i++)
+		ctl_table_columns_help(tables[i].spec, stdout);
+}
+
+/* parse_status reads `status [TABLE] [options]` into *which (NULL: the whole view). */
+static int parse_status(struct ctl *ctl, int argc, char **argv, const struct status_table **which)
+{
+	int c;
+
+	*which = NULL;
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0)
+		ctl_output_option(ctl, c);
+	if (c < 0)
+		return CTL_DONE;
+	if (optind < argc) {
+		for (size_t i = 0; i < N(tables); i++)
+			if (strcmp(argv[optind], tables[i].spec->name) == 0)
+				*which = &tables[i];
+		if (!*which)
+			return ctl_usage(ctl,
+					 "unexpected argument '%s' (a table: devices, clients, "
+					 "leases, models, queue or denials)",
+					 argv[optind]);
+		if (optind + 1 < argc)
+			return ctl_usage(ctl, "unexpected argument '%s'", argv[optind + 1]);
+	}
+	if (ctl->json && (*which || ctl->out.columns || ctl->out.csv))
+		return ctl_usage(ctl, "--json prints the whole status; a TABLE, -o and --csv are "
+				      "for the tables");
+	if (!*which && (ctl->out.columns || ctl->out.csv))
+		return ctl_usage(ctl, "-o and --csv print one table: name it (status TABLE -o "
+				      "COLUMNS; TABLE: devices, clients, leases, models, queue, "
+				      "denials)");
+	return CTL_EXIT_OK;
+}
+
+static int cmd_status(struct ctl *ctl, int argc, char **argv)
+{
+	const struct status_table *which;
 	rocmmem_client *client;
 	rocmmem_status *st;
-	int c, rc, err;
+	int rc, err;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":js:", longopts, NULL)) != -1) {
-		rc = ctl_common_option("status", c, &ctl, argv);
-		if (rc)
-			return rc;
-	}
-	if (optind < argc)
-		return ctl_usage("status", "unexpected argument '%s'", argv[optind]);
-	rc = ctl_connect(&ctl, &client);
+	rc = parse_status(ctl, argc, argv, &which);
+	if (rc)
+		return rc == CTL_DONE ? ctl->exit : rc;
+	rc = ctl_connect(ctl, &client);
 	if (rc)
 		return rc;
 	err = rocmmem_status_get(client, &st);
-	if (err) {
-		rc = ctl_fail("status", err);
-		rocmmem_disconnect(client);
-		return rc;
-	}
-	if (ctl.json) {
-		json_object *root = status_json(st);
-
-		puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-							      JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
-	} else {
-		print_table(st);
-	}
-	rocmmem_status_free(st);
 	rocmmem_disconnect(client);
-	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+	if (err)
+		return ctl_fail(ctl, "status", err);
+	if (ctl->json)
+		rc = ctl_json_print(ctl_status_json(st)) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+	else if (which)
+		rc = print_one(ctl, which, st);
+	else
+		rc = print_view(ctl, st);
+	rocmmem_status_free(st);
+	if (rc == 0 && fflush(stdout) != 0)
+		rc = CTL_EXIT_USAGE;
+	return rc;
 }
+
+const struct ctl_command ctl_status_command = {
+    .name = "status",
+    .run = cmd_status,
+    .args = "[TABLE]",
+    .summary = "show devices, budgets, clients, leases, models, the queue and refusals",
+    .details = "With a TABLE (devices, clients, leases, models, queue, denials), only that\n"
+	       "table, whose columns -o chooses and --csv prints for a spreadsheet. Memory a\n"
+	       "client holds through its models is RESERVED. The first line warns when the\n"
+	       "daemon serves host memory because it found no GPU runtime. --json prints the\n"
+	       "stable machine format (man rocmmemctl).\n",
+    .options = status_options,
+    .help_extra = status_help_extra,
+};

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* watch.c: `rocmmemctl watch`: the daemon's telemetry, live on a terminal or as JSON lines. */
 #include <errno.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,7 +9,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -42,6 +40,7 @@ struct watch {
 	char why[256];
 	bool output_failed;
 	unsigned cols, rows; /* the terminal's size */
+	char fallback[1536]; /* the host-memory warning that heads the view, or "" */
 	char *frame;	     /* the last sample's view, without the events */
 	size_t frame_len;
 	bool dirty; /* events arrived since the last draw */
@@ -50,113 +49,9 @@ struct watch {
 	unsigned nevents, next_event;
 };
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* clock_text writes a wall-clock time in ms as local "HH:MM:SS" (with ".mmm" if millis). */
-static const char *clock_text(uint64_t ms, bool millis, char *buf, size_t len)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char hms[16] = "--:--:--";
-
-	if (localtime_r(&t, &tm))
-		strftime(hms, sizeof(hms), "%H:%M:%S", &tm);
-	if (millis)
-		snprintf(buf, len, "%s.%03u", hms, (unsigned)(ms % 1000));
-	else
-		snprintf(buf, len, "%s", hms);
-	return buf;
-}
-
-/* ms_text writes a duration in ms as "850ms", "2.5s" or "3m05s". */
-static const char *ms_text(uint64_t ms, char *buf, size_t len)
-{
-	if (ms < 1000)
-		snprintf(buf, len, "%llums", (unsigned long long)ms);
-	else if (ms < 60000)
-		snprintf(buf, len, "%.1fs", (double)ms / 1000.0);
-	else
-		ctl_duration(ms / 1000, buf, len);
-	return buf;
-}
-
 static bool shows_device(const struct watch *w, uint32_t device)
 {
 	return w->device < 0 || (unsigned long)w->device == device;
-}
-
-/* ----------------------------------------------------------------------------------------- */
-/* JSON lines */
-
-static json_object *sample_json(const struct watch *w, const rocmmem_status *st,
-				const struct rocmmem_sample_info *info)
-{
-	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
-	json_object *root = json_object_new_object(), *daemon = json_object_new_object();
-	json_object *devices = json_object_new_array(), *clients = json_object_new_array();
-	json_object *models = json_object_new_array();
-
-	ctl_json_str(root, "type", "sample");
-	ctl_json_u64(root, "timestamp_ms", info->timestamp_ms);
-	ctl_json_u64(root, "interval_ms", info->interval_ms);
-	ctl_json_u64(root, "dropped", info->dropped);
-	ctl_json_u64(root, "uptime_ms", info->uptime_ms);
-	ctl_json_str(daemon, "version", d->version);
-	ctl_json_i64(daemon, "pid", d->pid);
-	ctl_json_u64(daemon, "uptime_s", d->uptime_s);
-	ctl_json_str(daemon, "backend", d->backend);
-	ctl_json_u64(daemon, "protocol_version", d->protocol_version);
-	json_object_object_add(root, "daemon", daemon);
-	for (size_t i = 0; i < rocmmem_status_device_count(st); i++)
-		if (shows_device(w, rocmmem_status_device(st, i)->index))
-			json_object_array_add(devices, ctl_device_json(st, i));
-	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
-		json_object_array_add(clients, ctl_client_json(rocmmem_status_client(st, i)));
-	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
-		const struct rocmmem_model_info *m = rocmmem_status_model(st, i);
-
-		if (shows_device(w, m->device))
-			json_object_array_add(models, ctl_model_json(m));
-	}
-	json_object_object_add(root, "devices", devices);
-	json_object_object_add(root, "clients", clients);
-	json_object_object_add(root, "models", models);
-	ctl_json_u64(root, "clients_omitted", info->clients_omitted);
-	ctl_json_u64(root, "models_omitted", info->models_omitted);
-	ctl_json_u64(root, "waiters", info->waiters);
-	ctl_json_u64(root, "oldest_wait_ms", info->oldest_wait_ms);
-	json_object_object_add(root, "counters",
-			       ctl_counters_json(rocmmem_status_counters(st), true));
-	return root;
-}
-
-static json_object *event_json(const struct rocmmem_telemetry_event *e)
-{
-	json_object *o = json_object_new_object();
-
-	ctl_json_str(o, "type", "event");
-	ctl_json_str(o, "event", rocmmem_telemetry_name(e->type));
-	ctl_json_u64(o, "timestamp_ms", e->timestamp_ms);
-	ctl_json_i64(o, "pid", e->pid);
-	ctl_json_str(o, "client_name", e->client_name);
-	ctl_json_u64(o, "client_id", e->client_id);
-	json_object_object_add(o, "device",
-			       e->has_device ? json_object_new_uint64(e->device) : NULL);
-	ctl_json_u64(o, "bytes", e->bytes);
-	ctl_json_u64(o, "lease_id", e->lease_id);
-	ctl_json_u64(o, "model_id", e->model_id);
-	ctl_json_str(o, "model_name", e->model_name);
-	ctl_json_i64(o, "error", e->error);
-	ctl_json_u64(o, "waited_ms", e->waited_ms);
-	ctl_json_str(o, "detail", e->detail);
-	ctl_json_u64(o, "dropped", e->dropped);
-	return o;
 }
 
 /* put_json prints one object as one line, flushed at once: a reader sees each as it comes. */
@@ -213,7 +108,7 @@ static void print_device(const struct watch *w, FILE *f, const struct rocmmem_de
 		size_format(v->evictable_bytes, c, sizeof(c)));
 	if (v->waiters)
 		fprintf(f, "  queue    %u waiting, the oldest for %s\n", v->waiters,
-			ms_text(v->oldest_wait_ms, t, sizeof(t)));
+			ctl_ms_text(v->oldest_wait_ms, t, sizeof(t)));
 	else
 		fprintf(f, "  queue    nobody waiting\n");
 	if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME)
@@ -261,6 +156,8 @@ static void print_clients(const struct watch *w, FILE *f, const rocmmem_status *
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
 		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
 
+		if (ctl_is_self(v))
+			continue;
 		/* A name longer than its column pushes the row (the terminal cuts the end). */
 		fprintf(f, "%-8d %-*s %6u %10s %10s %6u %7u\n", (int)v->pid, width,
 			v->name[0] ? v->name : "-", v->leases,
@@ -298,6 +195,16 @@ static void print_models(const struct watch *w, FILE *f, const rocmmem_status *s
 		fprintf(f, "... and %u smaller model(s)\n", info->models_omitted);
 }
 
+/* others counts the clients but this watch's own connection. */
+static size_t others(const rocmmem_status *st)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
+		n += !ctl_is_self(rocmmem_status_client(st, i));
+	return n;
+}
+
 /* render_frame writes a sample's view (all but the events) into w->frame. */
 static void render_frame(struct watch *w, const rocmmem_status *st,
 			 const struct rocmmem_sample_info *info)
@@ -316,12 +223,14 @@ static void render_frame(struct watch *w, const rocmmem_status *st,
 		return;
 	}
 	/* Short lines, the most telling first: a narrow terminal cuts their ends. */
+	if (w->fallback[0])
+		fprintf(f, "%s\n", w->fallback);
 	fprintf(f, "rocmmemd %s, backend %s, pid %d, up %s\n", d->version, d->backend, (int)d->pid,
 		ctl_duration(d->uptime_s, up, sizeof(up)));
 	fprintf(f, "%s, %zu client(s), a sample every %s",
-		clock_text(info->timestamp_ms, false, when, sizeof(when)),
-		rocmmem_status_client_count(st) + info->clients_omitted,
-		ms_text(info->interval_ms, every, sizeof(every)));
+		ctl_clock_text(info->timestamp_ms, false, when, sizeof(when)),
+		others(st) + info->clients_omitted,
+		ctl_ms_text(info->interval_ms, every, sizeof(every)));
 	if (info->dropped)
 		fprintf(f, " (%u skipped)", info->dropped);
 	fprintf(f, "\ngrants %llu, denials %llu, timeouts %llu, evictions %llu, revocations %llu\n",
@@ -361,7 +270,7 @@ static void remember_event(struct watch *w, const struct rocmmem_telemetry_event
 	if (e->dropped)
 		snprintf(lost, sizeof(lost), " (after %u event(s) lost)", e->dropped);
 	snprintf(w->events[w->next_event], WATCH_EVENT_LEN, "%s  %-19s %s%s",
-		 clock_text(e->timestamp_ms, true, when, sizeof(when)),
+		 ctl_clock_text(e->timestamp_ms, true, when, sizeof(when)),
 		 rocmmem_telemetry_name(e->type), what, lost);
 	w->next_event = (w->next_event + 1) % WATCH_EVENTS;
 	if (w->nevents < WATCH_EVENTS)
@@ -428,7 +337,7 @@ static void draw_terminal(struct watch *w)
 		w->output_failed = true;
 	free(buf);
 	w->dirty = false;
-	w->drawn_ms = monotonic_ms();
+	w->drawn_ms = ctl_monotonic_ms();
 }
 
 /* print_plain prints the view as plain text, followed by a blank line. */
@@ -471,7 +380,7 @@ static void on_event(rocmmem_client *client, const struct rocmmem_event *ev, voi
 	case ROCMMEM_EVENT_SAMPLE:
 		w->samples++;
 		if (w->json) {
-			put_json(w, sample_json(w, ev->sample, ev->sample_info));
+			put_json(w, ctl_sample_json(ev->sample, ev->sample_info, w->device));
 			break;
 		}
 		render_frame(w, ev->sample, ev->sample_info);
@@ -484,7 +393,7 @@ static void on_event(rocmmem_client *client, const struct rocmmem_event *ev, voi
 		if (ev->telemetry->has_device && !shows_device(w, ev->telemetry->device))
 			break;
 		if (w->json) {
-			put_json(w, event_json(ev->telemetry));
+			put_json(w, ctl_event_json(ev->telemetry));
 			break;
 		}
 		remember_event(w, ev->telemetry);
@@ -499,44 +408,6 @@ static void on_event(rocmmem_client *client, const struct rocmmem_event *ev, voi
 	default:
 		break;
 	}
-}
-
-/* parse_interval reads -i SECONDS (fractions allowed) into ms within the daemon's bounds. */
-static int parse_interval(const char *text, uint32_t *ms)
-{
-	int64_t v;
-
-	if (duration_parse(text, &v) < 0 || v < (int64_t)ROCMMEM_SAMPLE_INTERVAL_MIN_MS ||
-	    v > (int64_t)ROCMMEM_SAMPLE_INTERVAL_MAX_MS)
-		return -EINVAL;
-	*ms = (uint32_t)v;
-	return 0;
-}
-
-static int parse_count(const char *text, uint64_t *count)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || text[0] < '0' || text[0] > '9' || v == 0)
-		return -EINVAL;
-	*count = v;
-	return 0;
-}
-
-static int parse_device(const char *text, long *device)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(text, &end, 10);
-	if (errno || end == text || *end || text[0] < '0' || text[0] > '9' || v > 1024)
-		return -EINVAL;
-	*device = (long)v;
-	return 0;
 }
 
 /* block_signals routes the signals that end or resize the view to an fd. Returns it or -1. */
@@ -574,7 +445,7 @@ static bool read_signals(struct watch *w, int sigfd)
 }
 
 /* run loops until -n samples were shown, a signal stops it or the daemon goes away. */
-static int run(struct watch *w, rocmmem_client *client, int sigfd)
+static int run(const struct ctl *ctl, struct watch *w, rocmmem_client *client, int sigfd)
 {
 	for (;;) {
 		struct pollfd fds[2] = {
@@ -585,14 +456,13 @@ static int run(struct watch *w, rocmmem_client *client, int sigfd)
 
 		if (w->output_failed)
 			return CTL_EXIT_USAGE;
-		if (w->lost) {
-			fprintf(stderr, "rocmmemctl: watch: lost the daemon: %s\n", w->why);
-			return CTL_EXIT_UNREACHABLE;
-		}
+		if (w->lost)
+			return ctl_error(ctl, CTL_EXIT_UNREACHABLE, -ECONNRESET,
+					 "lost the daemon: %s", w->why);
 		if (w->count && w->samples >= w->count)
 			return CTL_EXIT_OK;
 		if (w->dirty && w->tty && w->frame) {
-			int64_t left = w->drawn_ms + WATCH_REDRAW_MS - monotonic_ms();
+			int64_t left = w->drawn_ms + WATCH_REDRAW_MS - ctl_monotonic_ms();
 
 			if (left <= 0) {
 				draw_terminal(w);
@@ -600,10 +470,8 @@ static int run(struct watch *w, rocmmem_client *client, int sigfd)
 			}
 			timeout = (int)left;
 		}
-		if (poll(fds, 2, timeout) < 0 && errno != EINTR) {
-			fprintf(stderr, "rocmmemctl: watch: poll: %s\n", strerror(errno));
-			return CTL_EXIT_USAGE;
-		}
+		if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+			return ctl_error(ctl, CTL_EXIT_USAGE, -errno, "poll: %s", strerror(errno));
 		if ((fds[0].revents & POLLIN) && read_signals(w, sigfd))
 			return CTL_EXIT_OK;
 		if (fds[1].revents && rocmmem_dispatch(client) < 0 && !w->lost) {
@@ -613,100 +481,113 @@ static int run(struct watch *w, rocmmem_client *client, int sigfd)
 	}
 }
 
-int cmd_watch(const struct ctl *global, int argc, char **argv)
+/* parse_watch reads watch's options into w and *interval_ms. Returns 0 or the exit status. */
+static int parse_watch(struct ctl *ctl, int argc, char **argv, struct watch *w,
+		       uint32_t *interval_ms)
 {
-	static const struct option longopts[] = {
-	    {"interval", required_argument, NULL, 'i'}, {"count", required_argument, NULL, 'n'},
-	    {"device", required_argument, NULL, 'd'},	{"json", no_argument, NULL, 'j'},
-	    {"socket", required_argument, NULL, 's'},	{NULL, 0, NULL, 0},
-	};
-	struct ctl ctl = *global;
-	struct watch *w;
-	uint32_t interval_ms = WATCH_DEFAULT_INTERVAL_MS;
-	uint64_t count = 0;
-	long device = -1;
-	rocmmem_client *client;
-	int c, rc, err, sigfd;
+	int c;
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":i:n:d:js:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			if (parse_interval(optarg, &interval_ms) < 0)
-				return ctl_usage(
-				    "watch", "invalid -i '%s' (seconds, from 0.01 to 60)", optarg);
-			break;
-		case 'n':
-			if (parse_count(optarg, &count) < 0)
-				return ctl_usage("watch",
-						 "invalid -n '%s' (a count of samples, 1 or more)",
-						 optarg);
-			break;
-		case 'd':
-			if (parse_device(optarg, &device) < 0)
-				return ctl_usage("watch", "invalid --device '%s'", optarg);
-			break;
-		default:
-			rc = ctl_common_option("watch", c, &ctl, argv);
-			if (rc)
-				return rc;
-			break;
-		}
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0) {
+		if (c == 'i' && ctl_parse_interval(ctl->optarg, interval_ms) < 0)
+			return ctl_usage(ctl, "invalid -i '%s' (seconds, from 0.01 to 60)",
+					 ctl->optarg);
+		if (c == 'n' && ctl_parse_count(ctl->optarg, &w->count) < 0)
+			return ctl_usage(ctl, "invalid -n '%s' (a count of samples, 1 or more)",
+					 ctl->optarg);
+		if (c == 'd' && ctl_parse_device(ctl->optarg, &w->device) < 0)
+			return ctl_usage(ctl, "invalid --device '%s'", ctl->optarg);
 	}
+	if (c < 0)
+		return CTL_DONE;
 	if (optind < argc)
-		return ctl_usage("watch", "unexpected argument '%s'", argv[optind]);
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		fprintf(stderr, "rocmmemctl: watch: out of memory\n");
-		return CTL_EXIT_USAGE;
-	}
-	w->json = ctl.json;
-	w->tty = !ctl.json && isatty(STDOUT_FILENO);
-	w->device = device;
-	w->count = count;
-	rc = ctl_connect(&ctl, &client);
-	if (rc) {
-		free(w);
-		return rc;
-	}
-	if (device >= 0 && (unsigned long)device >= rocmmem_client_device_count(client)) {
-		fprintf(
-		    stderr,
-		    "rocmmemctl: watch: no device %ld: the daemon manages %u device(s), numbered "
-		    "from 0\n",
-		    device, rocmmem_client_device_count(client));
-		rocmmem_disconnect(client);
-		free(w);
-		return CTL_EXIT_REFUSED;
-	}
-	sigfd = block_signals();
-	if (sigfd < 0) {
-		fprintf(stderr, "rocmmemctl: watch: signalfd: %s\n", strerror(errno));
-		rocmmem_disconnect(client);
-		free(w);
-		return CTL_EXIT_USAGE;
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
+	return CTL_EXIT_OK;
+}
+
+/*
+ * start checks the device and learns from one status whether the daemon serves host memory
+ * in place of a GPU's (a sample does not say), then subscribes. Returns 0 or the exit status.
+ */
+static int start(struct ctl *ctl, struct watch *w, rocmmem_client *client, uint32_t interval_ms)
+{
+	rocmmem_status *st;
+	int err;
+
+	if (w->device >= 0 && (unsigned long)w->device >= rocmmem_client_device_count(client))
+		return ctl_error(ctl, CTL_EXIT_REFUSED, -ENODEV,
+				 "no device %ld: the daemon manages %u device(s), numbered from 0",
+				 w->device, rocmmem_client_device_count(client));
+	if (!w->json && rocmmem_status_get(client, &st) == 0) {
+		ctl_host_fallback_line(rocmmem_status_daemon(st), false, w->fallback,
+				       sizeof(w->fallback));
+		rocmmem_status_free(st);
 	}
 	rocmmem_set_event_callback(client, on_event, w);
 	err = rocmmem_subscribe(client, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
 				interval_ms);
-	if (err < 0) {
-		rc = ctl_fail("watch", err);
-	} else {
+	return err < 0 ? ctl_fail(ctl, "watch", err) : CTL_EXIT_OK;
+}
+
+static int cmd_watch(struct ctl *ctl, int argc, char **argv)
+{
+	uint32_t interval_ms = WATCH_DEFAULT_INTERVAL_MS;
+	struct watch *w = calloc(1, sizeof(*w));
+	rocmmem_client *client = NULL;
+	int rc, sigfd = -1;
+
+	if (!w)
+		return ctl_error(ctl, CTL_EXIT_USAGE, -ENOMEM, "out of memory");
+	w->device = -1;
+	rc = parse_watch(ctl, argc, argv, w, &interval_ms);
+	if (rc) {
+		free(w);
+		return rc == CTL_DONE ? ctl->exit : rc;
+	}
+	rc = ctl_connect(ctl, &client);
+	if (rc == 0) {
+		w->json = ctl->json;
+		w->tty = !ctl->json && isatty(STDOUT_FILENO);
+		sigfd = block_signals();
+		if (sigfd < 0)
+			rc =
+			    ctl_error(ctl, CTL_EXIT_USAGE, -errno, "signalfd: %s", strerror(errno));
+	}
+	if (rc == 0)
+		rc = start(ctl, w, client, interval_ms);
+	if (rc == 0) {
 		if (w->tty) {
 			terminal_size(w);
 			fputs(TERM_HIDE_CURSOR TERM_HOME TERM_CLEAR_SCREEN, stdout);
 			fflush(stdout);
 		}
-		rc = run(w, client, sigfd);
+		rc = run(ctl, w, client, sigfd);
 		if (w->tty) {
 			fputs(TERM_SHOW_CURSOR, stdout);
 			fflush(stdout);
 		}
 	}
-	rocmmem_disconnect(client);
-	close(sigfd);
+	if (client)
+		rocmmem_disconnect(client);
+	if (sigfd >= 0)
+		close(sigfd);
 	free(w->frame);
 	free(w);
 	return rc;
 }
+
+static const struct ctl_option watch_options[] = {
+    {"interval", 'i', "SECONDS", "a sample every SECONDS (default 1, 0.01 to 60)"},
+    {"count", 'n', "COUNT", "stop after COUNT samples (default: at Ctrl-C)"},
+    {"device", 'd', "N", "only device N"},
+    {NULL, 0, NULL, NULL},
+};
+
+const struct ctl_command ctl_watch_command = {
+    .name = "watch",
+    .run = cmd_watch,
+    .args = "",
+    .summary = "live view of devices, clients, models and events",
+    .details = "On a terminal the view is redrawn in place; piped, each sample is printed in\n"
+	       "turn; with --json, one object per line (a sample, or an event as it happens).\n",
+    .options = watch_options,
+};

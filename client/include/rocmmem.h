@@ -300,6 +300,13 @@ struct rocmmem_daemon_info {
 	uint64_t uptime_s;
 	const char *backend;
 	uint32_t protocol_version;
+	/*
+	 * Non-zero when `--backend auto` found no usable GPU runtime and the daemon serves host
+	 * memory (system RAM) instead; host_fallback_reason then says why ("hip: ...; cuda:
+	 * ..."), else "". Known from rocmmem_status_get only (0 in a telemetry sample).
+	 */
+	int host_fallback;
+	const char *host_fallback_reason;
 };
 
 struct rocmmem_device_info {

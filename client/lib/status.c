@@ -249,6 +249,8 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 			st->daemon.uptime_s = p->daemon->uptime_s;
 			st->daemon.backend = str(p->daemon->backend);
 			st->daemon.protocol_version = p->daemon->protocol_version;
+			st->daemon.host_fallback = p->daemon->host_fallback;
+			st->daemon.host_fallback_reason = str(p->daemon->host_fallback_reason);
 		}
 	}
 	st->processes = calloc(np ? np : 1, sizeof(*st->processes));
@@ -357,6 +359,7 @@ int status_from_sample(const rocmmem_client *c, const Rocmmem__Wire__TelemetrySa
 	st->daemon.uptime_s = sample->uptime_ms / 1000;
 	st->daemon.backend = str(c->backend);
 	st->daemon.protocol_version = ROCMMEM_PROTOCOL_VERSION_1;
+	st->daemon.host_fallback_reason = "";
 	err = fill(st, &lists, 1);
 	if (err) {
 		rocmmem_status_free(st);

@@ -143,7 +143,7 @@ def run(args, env=None, timeout=10.0):
 class Background:
     """A long-running process whose stdout and stderr go to files, so nothing ever blocks."""
 
-    def __init__(self, args, workdir, name, env=None, umask=-1):
+    def __init__(self, args, workdir, name, env=None, umask=-1, cwd=None):
         self.args = list(args)
         self.out_path = os.path.join(workdir, name + ".out")
         self.err_path = os.path.join(workdir, name + ".err")
@@ -151,7 +151,7 @@ class Background:
             self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=err,
                                          env=env if env is not None else clean_env(),
-                                         umask=umask)
+                                         umask=umask, cwd=cwd)
         self.pid = self.proc.pid
 
     def stdout(self):
@@ -318,7 +318,25 @@ class CliTestCase(unittest.TestCase):
         return box["st"]
 
     def assert_no_output_but_error(self, r, rc):
-        """A failed command: exit status rc, nothing on stdout, a rocmmemctl message on stderr."""
+        """A failed command: exit status rc, a rocmmemctl message on stderr, and on stdout
+        nothing, or with --json only the error as one JSON object (json_error)."""
         self.assertEqual(r.rc, rc, r)
-        self.assertEqual(r.stdout, "", r)
         self.assertRegex(r.stderr, r"^rocmmemctl", r)
+        if "--json" in r.args or "-j" in r.args:
+            self.json_error(r, rc)
+        else:
+            self.assertEqual(r.stdout, "", r)
+
+    def json_error(self, r, rc):
+        """The {"error": {...}} object a failed --json command prints, checked; returns it."""
+        self.assertEqual(r.rc, rc, r)
+        self.assertEqual(r.stdout.count("\n"), 1, r)
+        o = json.loads(r.stdout)
+        self.assertEqual(list(o), ["error"], r)
+        e = o["error"]
+        self.assertEqual(list(e), ["code", "errno", "message", "exit_status"], r)
+        self.assertEqual(e["exit_status"], rc, r)
+        self.assertIs(type(e["errno"]), int, r)
+        self.assertRegex(e["code"], r"^E[A-Z0-9]+$", r)
+        self.assertIn(e["message"], r.stderr, "the same message on stderr")
+        return e

@@ -108,7 +108,7 @@ class AccessTestCase(CliTestCase):
 
     def wait_alone(self):
         """Waits until the daemon has seen the start-up probe's connection go."""
-        poll_until(lambda: len(self.status()["clients"]) == 1, what="no other client")
+        poll_until(lambda: not self.status()["clients"], what="no other client")
 
 
 class Socket(AccessTestCase):
@@ -222,7 +222,10 @@ class Limits(AccessTestCase):
                          {"bytes_per_uid"})
         self.assertEqual({v["hits"] for v in st["limits"].values()}, {0})
         self.assertEqual(st["access"], {"peers_refused": 0, "requests_refused": 0})
-        self.assertEqual([c["pidfd"] for c in st["clients"]], [True])
+        h = self.holder("2M")
+        h.wait_stdout(r"^lease \d+:")
+        st = self.wait_status(lambda s: s["clients"], what="the holder")
+        self.assertEqual([(c["pid"], c["pidfd"]) for c in st["clients"]], [(h.pid, True)])
         self.assertRegex(self.daemon.log(), r"debug: connection \d+ accepted from pid \d+ uid 0 "
                                             r"gid 0 \(\d+ more group\(s\); pidfd: "
                                             r"(SO_PEERPIDFD|pidfd_open)\)")
@@ -267,7 +270,7 @@ class Limits(AccessTestCase):
         self.assertEqual(r.rc, 0, r)
         st = json.loads(r.stdout)
         self.assertEqual(st["limits"]["clients_per_uid"]["hits"], 300 - 256 + 2)
-        self.assertEqual(len(st["clients"]), 256 + 1)  # root's (no hello yet) and this one
+        self.assertEqual(len(st["clients"]), 256)  # root's (no hello yet), not this one
         r = ctl_as(self.sock, "status")
         self.assertIn("limits hit: clients_per_uid 46 time(s) (limit 256)", r.stdout)
         # One of root's goes: root gets in again.

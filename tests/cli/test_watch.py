@@ -419,11 +419,16 @@ class Errors(WatchCase):
                 self.assertEqual(self.daemon.stop(signal.SIGTERM), 0)
                 self.assertEqual(w.wait(10), 3, w)
                 self.assertIn("rocmmemctl: watch: lost the daemon", w.stderr())
+                if "--json" in args:  # the last line says so too, as the error object
+                    last = json.loads(w.stdout().splitlines()[-1])
+                    self.assertEqual((last["error"]["code"], last["error"]["exit_status"]),
+                                     ("ECONNRESET", 3), w)
 
     def test_help_lists_watch(self):
         r = self.ctl("--help", sock=False)
         self.assertEqual(r.rc, 0, r)
-        self.assertRegex(r.stdout, r"(?m)^  watch \[-i SECONDS\] \[-n COUNT\] \[--device N\]")
+        self.assertRegex(r.stdout,
+                         r"(?m)^  watch \[--interval SECONDS\] \[--count COUNT\] \[--device N\]")
 
 
 if __name__ == "__main__":

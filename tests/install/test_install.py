@@ -182,6 +182,7 @@ class Installed(unittest.TestCase):
             self.path("MANDIR", "man8", "rocmmemd.8"),
             self.path("MANDIR", "man1", "rocmmemctl.1"),
             self.path("MANDIR", "man5", "rocmmemd.conf.5"),
+            self.path("BASH_COMPLETION_DIR", "rocmmemctl"),
         ]
         for f in expected:
             self.assertTrue(os.path.lexists(f), f"not installed: {f}")
@@ -200,7 +201,8 @@ class Installed(unittest.TestCase):
             self.assertTrue(f.startswith(self.prefix + "/"), f)
         for f in self.dest_manifest:
             self.assertTrue(f.startswith(self.destdir + "/usr/"), f)
-        for name in ("SYSTEM_UNIT_DIR", "USER_UNIT_DIR", "SYSUSERS_DIR", "TMPFILES_DIR"):
+        for name in ("SYSTEM_UNIT_DIR", "USER_UNIT_DIR", "SYSUSERS_DIR", "TMPFILES_DIR",
+                     "BASH_COMPLETION_DIR"):
             self.assertFalse(os.path.isabs(self.dirs[name]),
                              f"{name} is absolute ({self.dirs[name]}): an install into a "
                              "temporary prefix would write outside it")
@@ -342,6 +344,39 @@ class Installed(unittest.TestCase):
         for cmd in commands:
             self.assertRegex(ctl_page, rf"\n\.(TP\n\.)?B {cmd}\b",
                              f"rocmmemctl.1 has no entry for {cmd}")
+            # ... with every option its own --help lists.
+            r = run([self.path("BINDIR", "rocmmemctl"), cmd, "--help"])
+            self.assertEqual(r.returncode, 0, r)
+            for opt in re.findall(r"(?m)^  (?:-\w, )?(--[a-z][a-z-]*)", r.stdout):
+                self.assertIn(opt, ctl_page, f"rocmmemctl.1 does not document {cmd} {opt}")
+
+    def test_bash_completion(self):
+        """bash-completion's own loader finds the installed completion under the prefix, and it
+        completes commands, options and table columns from the installed rocmmemctl."""
+        loader = "/usr/share/bash-completion/bash_completion"
+        if not os.path.exists(loader) or not shutil.which("bash"):
+            self.skipTest(f"{loader} or bash is missing (scripts/setup.sh installs them)")
+        ctl = self.path("BINDIR", "rocmmemctl")
+        data_dir = os.path.dirname(os.path.dirname(self.path("BASH_COMPLETION_DIR")))
+        script = f"""
+            source {loader}
+            __load_completion rocmmemctl || exit 9
+            complete -p rocmmemctl
+            c() {{ COMP_WORDS=("$@"); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))
+                  COMPREPLY=(); _rocmmemctl; echo "${{COMPREPLY[*]}}"; }}
+            c {ctl} st
+            c {ctl} lease 4G --ti
+            c {ctl} status clients -o PID,RES
+            c {ctl} help mo
+        """
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BASH_COMPLETION")}
+        env["XDG_DATA_DIRS"] = data_dir
+        r = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=env,
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^complete -F _rocmmemctl rocmmemctl$", r)
+        self.assertEqual(lines[1:], ["status", "--timeout", "PID,RESERVED", "models"], r)
 
     def check_config(self, path):
         r = run([self.path("SBINDIR", "rocmmemd"), "--check-config", "--config", path],

@@ -89,8 +89,42 @@ class PlainStderr(CliTestCase):
         self.assertEqual(d.stop(), 0, d.log())
         log = d.log()
         self.check_plain(log)
-        self.assertRegex(log, r"(?m)^rocmmemd: info: granted lease \d+ \(4 MiB on device 0")
+        self.assertRegex(log, r"(?m)^rocmmemd: debug: granted lease \d+ \(4 MiB on device 0")
         self.assertRegex(log, r"(?m)^rocmmemd: warn: requested 128 MiB on device 0")
+
+    def test_default_level_leaves_routine_out(self):
+        """At the default level (info) a client that connects, leases, releases and goes
+        writes nothing; a refusal, an eviction and a revocation are written."""
+        d = self.start_daemon(extra=["--log-level", "info", "--evict-deadline", "0.5"],
+                              env=clean_env(JOURNAL_STREAM=None))
+        quiet = [self.ctl("status"), self.ctl("--json", "status"),
+                 self.ctl("lease", "4M", "--hold", "0", "--tag", "routine")]
+        for r in quiet:
+            self.assertEqual(r.rc, 0, r)
+        model_host = _binary("ROCMMEM_MODEL_HOST")
+        mute = self.background([model_host, self.sock, "--no-ack", "big:vae:40M"], "mute")
+        mute.wait_stdout(r"^registered big \d+$")
+        taker = self.holder("40M", "--timeout", "20", name="taker")
+        mute.wait_stdout(r"^revoked big", timeout=20)
+        taker.wait_stdout(r"^lease \d+:", timeout=20)
+        refused = self.ctl("lease", "128M")
+        self.assertEqual(refused.rc, 2, refused)
+        for p in (taker, mute):
+            p.signal(signal.SIGTERM)
+            p.wait()
+        self.assertEqual(d.stop(), 0, d.log())
+        log = d.log()
+        self.check_plain(log)
+        self.assertNotRegex(log, r"(?m)^rocmmemd: debug:", "nothing below the level")
+        for r in quiet:
+            self.assertNotIn(f"pid {r.pid} ", log, "a routine client is not in the log")
+        self.assertNotRegex(log, r"granted lease|released lease|' (dis)?connected|"
+                                 r"registered model")
+        self.assertRegex(log, r"(?m)^rocmmemd: warn: requested 128 MiB on device 0")
+        self.assertRegex(log, rf"(?m)^rocmmemd: info: asking pid {mute.pid} .* to unload model "
+                              r"\d+ 'big'")
+        self.assertRegex(log, rf"(?m)^rocmmemd: warn: revoked model \d+ 'big' .* of pid "
+                              rf"{mute.pid}")
 
     def test_plain_lines_when_journal_stream_names_another_file(self):
         # systemd's variable inherited by a daemon whose stderr was redirected elsewhere.
@@ -204,20 +238,21 @@ class Journal(JournalTestCase):
         self.check_native(entries)
 
         pid = str(granted.pid)
+        # Routine work is debug: a polling client does not fill the journal.
         g = self.event(entries, "lease_granted", ROCMMEM_CLIENT_PID=pid)
-        self.assertEqual(g["PRIORITY"], INFO, g)
+        self.assertEqual(g["PRIORITY"], DEBUG, g)
         self.assertEqual(g["ROCMMEM_BYTES"], str(4 * MiB), g)
         self.assertEqual(g["ROCMMEM_DEVICE"], "0", g)
         self.assertEqual(g["ROCMMEM_CLIENT_NAME"], "rocmmemctl", g)
         self.assertRegex(g["ROCMMEM_LEASE_ID"], r"^[1-9]\d*$", g)
         self.assertRegex(g["MESSAGE"], r"^granted lease \d+ \(4 MiB on device 0", g)
         r = self.event(entries, "lease_released", ROCMMEM_CLIENT_PID=pid)
-        self.assertEqual(r["PRIORITY"], INFO, r)
+        self.assertEqual(r["PRIORITY"], DEBUG, r)
         self.assertEqual(r["ROCMMEM_LEASE_ID"], g["ROCMMEM_LEASE_ID"], r)
         self.assertEqual(r["ROCMMEM_BYTES"], str(4 * MiB), r)
         for name in ("client_connected", "client_disconnected"):
             c = self.event(entries, name, ROCMMEM_CLIENT_PID=pid)
-            self.assertEqual(c["PRIORITY"], INFO, c)
+            self.assertEqual(c["PRIORITY"], DEBUG, c)
             self.assertEqual(c["ROCMMEM_CLIENT_ID"], g["ROCMMEM_CLIENT_ID"], c)
 
         big = self.event(entries, "lease_denied", ROCMMEM_CLIENT_PID=str(too_big.pid))

@@ -32,10 +32,16 @@ def model_state_name(value):
     return N.MODEL_STATES[value] if 0 <= value < len(N.MODEL_STATES) else "unknown"
 
 
-def _daemon(lib, st):
+def _daemon(lib, st, fallback=True):
+    """The daemon's part; a status says whether it fell back to host memory, a sample
+    cannot (the daemon does not send it there)."""
     d = lib.rocmmem_status_daemon(st).contents
-    return {"version": text(d.version), "pid": d.pid, "uptime_s": d.uptime_s,
-            "backend": text(d.backend), "protocol_version": d.protocol_version}
+    out = {"version": text(d.version), "pid": d.pid, "uptime_s": d.uptime_s,
+           "backend": text(d.backend), "protocol_version": d.protocol_version}
+    if fallback:
+        out["host_fallback"] = bool(d.host_fallback)
+        out["host_fallback_reason"] = text(d.host_fallback_reason)
+    return out
 
 
 def _telemetry(v):
@@ -174,7 +180,7 @@ def sample(lib, st, info):
         "interval_ms": info.interval_ms,
         "dropped": info.dropped,
         "uptime_ms": info.uptime_ms,
-        "daemon": _daemon(lib, st),
+        "daemon": _daemon(lib, st, fallback=False),
         "devices": [device(lib, st, i) for i in range(lib.rocmmem_status_device_count(st))],
         "clients": [client_info(v) for v in _each(lib, st, "client")],
         "models": [model_info(v) for v in _each(lib, st, "model")],
