@@ -672,6 +672,13 @@ int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interv
 		snprintf(why, why_len, "it names a directory, not a file");
 		return -EISDIR;
 	}
+	/* A hidden name without .prom: node_exporter reads only *.prom files. */
+	if (snprintf(mf->tmp_template, sizeof(mf->tmp_template), "%s/.%s.XXXXXX", dir, base) >=
+	    (int)sizeof(mf->tmp_template)) {
+		snprintf(why, why_len, "the path is too long");
+		return -ENAMETOOLONG;
+	}
+	/* From here on the file is usable once the directory is: a later write may succeed. */
 	if (stat(dir, &st) < 0) {
 		err = -errno;
 		if (err == -ENOENT)
@@ -688,12 +695,6 @@ int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interv
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(why, why_len, "it is a directory");
 		return -EISDIR;
-	}
-	/* A hidden name without .prom: node_exporter reads only *.prom files. */
-	if (snprintf(mf->tmp_template, sizeof(mf->tmp_template), "%s/.%s.XXXXXX", dir, base) >=
-	    (int)sizeof(mf->tmp_template)) {
-		snprintf(why, why_len, "the path is too long");
-		return -ENAMETOOLONG;
 	}
 	/* Whether it may create files there is best learnt by creating one. */
 	snprintf(probe, sizeof(probe), "%s", mf->tmp_template);

@@ -63,7 +63,9 @@ struct metrics_file {
 /*
  * metrics_file_open checks that path can be written: a name ending in ".prom" in an existing
  * directory where the daemon may create files, and not a directory itself. Nothing is left
- * behind. Returns 0, or a negative errno with the reason in why.
+ * behind. Returns 0, or a negative errno with the reason in why: -EISDIR and -ENAMETOOLONG
+ * for a path that can never be written; after any other error mf is set up all the same, so
+ * that metrics_file_start keeps trying (a directory created or made writable later).
  */
 int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interval_ms, char *why,
 		      size_t why_len);
