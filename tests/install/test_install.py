@@ -231,7 +231,8 @@ class Installed(unittest.TestCase):
             daemon = os.path.join(prefix, self.dirs["SBINDIR"], "rocmmemd")
             example = os.path.join(prefix, self.dirs["DATADIR"], "rocmmemd", "rocmmemd.conf")
             with open(self.path("SYSTEM_UNIT_DIR", "rocmmemd.service", root=root)) as f:
-                self.assertIn(f"\nExecStart={daemon} --config /etc/rocmmemd/rocmmemd.conf\n",
+                self.assertIn(f"\nExecStart={daemon} --config /etc/rocmmemd/rocmmemd.conf "
+                              "--socket /run/rocmmemd/rocmmemd.sock\n",
                               f.read())
             with open(self.path("USER_UNIT_DIR", "rocmmemd.service", root=root)) as f:
                 self.assertIn(f"\nExecStart={daemon}\n", f.read())
