@@ -67,9 +67,9 @@ static int usage_error(const char *fmt, ...)
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-	    {"listen", required_argument, NULL, 'l'}, {"socket", required_argument, NULL, 's'},
+	    {"listen", required_argument, NULL, 'l'},  {"socket", required_argument, NULL, 's'},
 	    {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},	{NULL, 0, NULL, 0},
+	    {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0},
 	};
 	char bad[64], *end;
 	double seconds;
@@ -194,8 +194,9 @@ static int listen_socket(void)
 	if (n == 0)
 		return -ENOENT;
 	if (n > 1 || sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
-		fprintf(stderr, "rocmmem-exporter: systemd passed %d socket(s): it serves one "
-				"listening stream socket\n",
+		fprintf(stderr,
+			"rocmmem-exporter: systemd passed %d socket(s): it serves one "
+			"listening stream socket\n",
 			n);
 		return -EINVAL;
 	}
