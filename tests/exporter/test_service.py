@@ -106,8 +106,9 @@ class Service(unittest.TestCase):
                 if k.startswith("ROCMMEM_DIR_")}
         cls.units = os.path.join(cls.prefix, dirs["SYSTEM_UNIT_DIR"])
         # What a package's maintainer scripts do: the users, then the metrics directory.
-        run(["systemd-sysusers", os.path.join(cls.prefix, dirs["SYSUSERS_DIR"],
-                                              "rocmmemd.conf")])
+        sysusers = os.path.join(cls.prefix, dirs["SYSUSERS_DIR"])
+        run(["systemd-sysusers", os.path.join(sysusers, "rocmmemd.conf"),
+             os.path.join(sysusers, "rocmmem-exporter.conf")])
         cls.made_var = not os.path.exists("/var/lib/rocmmemd")
         run(["systemd-tmpfiles", "--create", "--prefix=/var/lib/rocmmemd",
              os.path.join(cls.prefix, dirs["TMPFILES_DIR"], "rocmmemd.conf")])

@@ -180,6 +180,7 @@ class Installed(unittest.TestCase):
             self.path("USER_UNIT_DIR", "rocmmemd.service"),
             self.path("USER_UNIT_DIR", "rocmmemd.socket"),
             self.path("SYSUSERS_DIR", "rocmmemd.conf"),
+            self.path("SYSUSERS_DIR", "rocmmem-exporter.conf"),
             self.path("TMPFILES_DIR", "rocmmemd.conf"),
             self.path("DATADIR", "rocmmemd", "rocmmemd.conf"),
             self.path("MANDIR", "man8", "rocmmemd.8"),
@@ -288,7 +289,8 @@ class Installed(unittest.TestCase):
         root = tempfile.mkdtemp(dir=self.tmp)
         os.makedirs(os.path.join(root, "etc"))
         run(["systemd-sysusers", f"--root={root}",
-             self.path("SYSUSERS_DIR", "rocmmemd.conf", root=self.destdir)])
+             self.path("SYSUSERS_DIR", "rocmmemd.conf", root=self.destdir),
+             self.path("SYSUSERS_DIR", "rocmmem-exporter.conf", root=self.destdir)])
         with open(os.path.join(root, "etc", "group")) as f:
             groups = {line.split(":")[0]: line.split(":")[2] for line in f if line.strip()}
         with open(os.path.join(root, "etc", "passwd")) as f:

@@ -128,14 +128,16 @@ def _librocmmem_dir():
 
 def library_path():
     """Where librocmmem_torch.so is: $ROCMMEM_TORCH_LIBRARY, else beside the librocmmem the
-    package loads (installed or built: they lie in one directory), else its name for the
-    dynamic loader's search."""
+    package loads (installed or built: they lie in one directory) or in its rocmmem/
+    subdirectory (the Debian package's place for a plugin), else its name for the dynamic
+    loader's search."""
     env = os.environ.get(LIBRARY_ENV)
     if env:
         return env
     d = _librocmmem_dir()
-    if d and os.path.exists(os.path.join(d, LIBRARY_NAME)):
-        return os.path.join(d, LIBRARY_NAME)
+    for candidate in ((d, LIBRARY_NAME), (d, "rocmmem", LIBRARY_NAME)) if d else ():
+        if os.path.exists(os.path.join(*candidate)):
+            return os.path.join(*candidate)
     return LIBRARY_NAME
 
 
