@@ -24,10 +24,11 @@ int wire_send(int sock, const void *buf, size_t len, const int *fds, unsigned nf
 /*
  * wire_recv receives one packet into buf (cap bytes) and the fds that came with it (at most
  * WIRE_MAX_FDS, close-on-exec) into fds, their count into *nfds; the caller owns those fds.
- * Returns the packet length; 0 when the peer closed the connection (or sent an empty packet,
- * which is equally a reason to drop it); -EMSGSIZE when the packet was larger than cap and
- * -EBADMSG when its ancillary data was truncated or not SCM_RIGHTS (in both cases every fd that
- * came with it is already closed and *nfds is 0); -EAGAIN; or another negative errno.
+ * Returns the packet length; 0 when the peer closed the connection or sent an empty packet
+ * (the two read alike: the daemon tells them apart by polling for RDHUP); -EMSGSIZE when the
+ * packet was larger than cap and -EBADMSG when its ancillary data was truncated or not
+ * SCM_RIGHTS (in both cases every fd that came with it is already closed and *nfds is 0);
+ * -EAGAIN; or another negative errno.
  */
 ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, unsigned *nfds, int flags);
 

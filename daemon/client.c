@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -345,6 +346,8 @@ int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, 
 {
 	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
 
+	/* Reply.error is always present: 0 on success, so that absent never has to mean 0. */
+	reply->has_error = true;
 	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY;
 	msg.reply = reply;
 	return send_server_message(c, &msg, fds, nfds);
@@ -442,6 +445,8 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	body.device_count = s->arbiter.ndevices;
 	body.has_max_frame = true;
 	body.max_frame = s->limits.max_message;
+	body.has_max_daemon_frame = true;
+	body.max_daemon_frame = WIRE_MAX_FRAME;
 	body.has_client_id = true;
 	body.client_id = c->id;
 	reply.has_id = true;
@@ -607,6 +612,17 @@ static void handle_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 	rocmmem__wire__client_message__free_unpacked(msg, NULL);
 }
 
+/*
+ * peer_hung_up tells the end of the connection from an empty packet: on SOCK_SEQPACKET both
+ * read as 0 bytes, but only a peer that closed (or shut down) makes the socket report RDHUP.
+ */
+static bool peer_hung_up(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+	return poll(&p, 1, 0) != 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 static void read_packets(struct client *c)
 {
 	int fds[WIRE_MAX_FDS];
@@ -625,6 +641,10 @@ static void read_packets(struct client *c)
 			      MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			return;
+		if (n == 0 && !peer_hung_up(c->fd)) {
+			protocol_error(c, 0, -EPROTO, "empty packet");
+			return;
+		}
 		if (n == 0) {
 			client_destroy(c);
 			return;

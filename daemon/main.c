@@ -191,11 +191,18 @@ static int run(struct settings *settings)
 	if (opts->metrics_textfile) {
 		rc = metrics_file_open(&metrics, opts->metrics_textfile, opts->metrics_interval_ms,
 				       why, sizeof(why));
-		if (rc < 0) {
+		/* A path that can never work is the configuration's fault; a directory that is
+		 * missing or not writable yet may become usable: serve, and try every interval. */
+		if (rc == -EISDIR || rc == -ENAMETOOLONG) {
 			log_error("Could not write the metrics to %s: %s", opts->metrics_textfile,
 				  why);
-			return ROCMMEMD_EXIT_FAILURE;
+			return ROCMMEMD_EXIT_USAGE;
 		}
+		if (rc < 0)
+			log_error("Could not write the metrics to %s: %s; serving anyway, trying "
+				  "again every %g s",
+				  opts->metrics_textfile, why,
+				  (double)opts->metrics_interval_ms / 1000.0);
 	}
 
 	if (backend_open(opts->backend, &backend) < 0)

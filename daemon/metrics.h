@@ -65,7 +65,10 @@ struct metrics_file {
  * directory where the daemon may create files, and not a directory itself. Each rewrite opens
  * the directory (which may have been replaced meanwhile) and works relative to it: a new
  * temporary file there (never an existing one, never through a link), renamed over the name.
- * Nothing is left behind. Returns 0, or a negative errno with the reason in why.
+ * Nothing is left behind. Returns 0, or a negative errno with the reason in why: -EISDIR and
+ * -ENAMETOOLONG for a path that can never be written; after any other error mf is set up all
+ * the same, so that metrics_file_start keeps trying (a directory created or made writable
+ * later).
  */
 int metrics_file_open(struct metrics_file *mf, const char *path, uint64_t interval_ms, char *why,
 		      size_t why_len);

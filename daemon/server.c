@@ -185,6 +185,25 @@ static void on_accept_resume(uv_timer_t *timer)
 }
 
 /*
+ * drop_unread empties a refused connection before it is closed. Closing a socket with unread
+ * packets (the client's hello, usually) makes the client's next read fail with ECONNRESET
+ * ahead of the refusal; after SHUT_RD the client can queue nothing more (its sends fail with
+ * EPIPE), so once the queue is drained the close leaves the refusal as its next read.
+ */
+static void drop_unread(struct server *s, int fd)
+{
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds;
+	ssize_t n;
+
+	shutdown(fd, SHUT_RD);
+	do {
+		n = wire_recv(fd, s->rx, sizeof(s->rx), fds, &nfds, MSG_DONTWAIT);
+		wire_close_fds(fds, nfds);
+	} while (n > 0 || n == -EMSGSIZE || n == -EBADMSG);
+}
+
+/*
  * refuse_connection tells a connection it is refused, and why, before it is closed: a reply
  * without an id, which librocmmem reports as the reason the connection ended.
  */
@@ -202,6 +221,7 @@ static void refuse_connection(struct server *s, int fd, int err, const char *tex
 	len = wire_pack(&msg.base, s->tx, sizeof(s->tx));
 	if (len > 0)
 		wire_send(fd, s->tx, (size_t)len, NULL, 0, MSG_DONTWAIT);
+	drop_unread(s, fd);
 }
 
 /*

@@ -20,10 +20,13 @@ shift || true
 runtime_packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libjson-c-dev libinih-dev
-	libsmartcols-dev
+	libsmartcols-dev libmicrohttpd-dev
 )
 # The test suite, on top of those.
 test_packages=(
+	# The Debian packages (debian/, tests/package) and the third-party protocol client
+	# (tests/protocol: Python code generated from the .proto by protoc).
+	debhelper lintian protobuf-compiler python3-protobuf
 	libcmocka-dev clang-format python3 python3-pip python3-setuptools python3-wheel python3-venv
 	# Tests against the real tools: journald and journalctl, promtool and node_exporter.
 	systemd prometheus prometheus-node-exporter man-db

@@ -456,29 +456,46 @@ class Textfile(MetricsCase):
         self.assertEqual(os.listdir(self.prom_dir), [])
         self.assertFalse(os.path.exists(self.sock))
 
-    def test_unusable_directory(self):
-        """A directory that is missing, not a directory or not writable: exit 1, said why."""
+    def test_unusable_path(self):
+        """A path that names a directory can never be written: exit 2 (a configuration
+        error: systemd does not restart it), said why, nothing created."""
+        os.mkdir(os.path.join(self.prom_dir, "dir.prom"))
+        path = os.path.join(self.prom_dir, "dir.prom")
+        r = self.rocmmemd("--socket", self.sock, "--backend", "host", "--budget", "64M",
+                          "--metrics-textfile", path)
+        self.assertEqual(r.rc, 2, r)
+        self.assertRegex(r.stderr, rf"Could not write the metrics to {re.escape(path)}: "
+                                   r"it is a directory", r)
+        self.assertFalse(os.path.exists(self.sock))
+        self.assertEqual(os.listdir(self.prom_dir), ["dir.prom"])
+
+    def test_unusable_directory_serves_anyway(self):
+        """A directory that is missing, not a directory or not writable at start never stops
+        the daemon (a service would be restarted over and over): it says why, serves, and
+        writes the file once the directory is there."""
         plain = os.path.join(self.dir, "plain")
         open(plain, "w").close()
-        os.mkdir(os.path.join(self.prom_dir, "dir.prom"))
         cases = [
-            (os.path.join(self.dir, "missing", "rocmmemd.prom"), r"does not exist"),
             (os.path.join(plain, "rocmmemd.prom"), r"not a directory"),
-            (os.path.join(self.prom_dir, "dir.prom"), r"is a directory"),
+            (os.path.join(self.dir, "later", "rocmmemd.prom"), r"does not exist"),
         ]
         if os.geteuid() != 0:  # root writes anywhere: a read-only directory stops only others
             ro = os.path.join(self.dir, "ro")
             os.mkdir(ro, 0o555)
-            cases.append((os.path.join(ro, "rocmmemd.prom"), r"could not create a file"))
-        for path, why in cases:
+            cases.insert(0, (os.path.join(ro, "rocmmemd.prom"), r"could not create a file"))
+        for n, (path, why) in enumerate(cases):
             with self.subTest(path=path):
-                r = self.rocmmemd("--socket", self.sock, "--backend", "host", "--budget",
-                                  "64M", "--metrics-textfile", path)
-                self.assertEqual(r.rc, 1, r)
-                self.assertRegex(r.stderr, rf"Could not write the metrics to {re.escape(path)}"
-                                           rf": .*{why}", r)
-                self.assertFalse(os.path.exists(self.sock))
-        self.assertEqual(os.listdir(self.prom_dir), ["dir.prom"])
+                sock = os.path.join(self.dir, f"d{n}.sock")
+                d = self.start_daemon(sock=sock, extra=["--metrics-textfile", path,
+                                                        "--metrics-interval", "1"])
+                self.assertRegex(d.log(), rf"Could not write the metrics to "
+                                          rf"{re.escape(path)}: .*{why}.*serving anyway")
+                self.assertEqual(self.ctl("status", sock=sock).rc, 0)
+        # The last case's directory appears: the next interval writes the file.
+        os.mkdir(os.path.dirname(path))
+        m = self.wait_prom(path=path, what="the file once its directory exists")
+        self.promtool(m.text)
+        self.assertTrue(d.running(), d.log())
 
     def test_written_replaced_removed(self):
         """Written at start, rewritten every interval through a rename (a reader never sees

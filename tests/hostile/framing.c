@@ -300,19 +300,22 @@ static void test_max_frame_accepted(void **state)
 	hostile_assert_healthy();
 }
 
-/* An empty packet reads like end of file: the daemon drops the connection. */
+/*
+ * An empty packet is a protocol error (docs/protocol.md): the daemon answers -EPROTO, then
+ * drops the connection, whether it came before hello or after.
+ */
 static void test_empty_packet(void **state)
 {
 	int fd = hostile_connect();
 
 	(void)state;
 	assert_int_equal(harness_raw_send_bytes(fd, "", 0, NULL, 0), 0);
-	hostile_expect_closed(fd);
+	hostile_expect_error_closed(fd, 0, -EPROTO, "empty packet");
 	close(fd);
 
 	fd = hostile_greeted("empty");
 	assert_int_equal(harness_raw_send_bytes(fd, "", 0, NULL, 0), 0);
-	hostile_expect_closed(fd);
+	hostile_expect_error_closed(fd, 0, -EPROTO, "empty packet");
 	close(fd);
 
 	/* An empty packet while holding a lease: the lease is reclaimed with the connection. */
@@ -320,7 +323,7 @@ static void test_empty_packet(void **state)
 	assert_int_equal(hostile_send_acquire(fd, 2, 0, 4 * MIB, 0, "empty"), 0);
 	hostile_expect_grant(fd, 2, 4 * MIB);
 	assert_int_equal(harness_raw_send_bytes(fd, "", 0, NULL, 0), 0);
-	hostile_expect_closed(fd);
+	hostile_expect_error_closed(fd, 0, -EPROTO, "empty packet");
 	close(fd);
 	hostile_assert_healthy();
 }
@@ -565,8 +568,8 @@ static void test_fd_on_other_packets(void **state)
 }
 
 /*
- * An empty packet that carries fds: the daemon reads it as end of file and drops the
- * connection, and the fds must go with it. Each case runs before any verdict, so that the
+ * An empty packet that carries fds: a protocol error that drops the connection, and the
+ * fds must go with it. Each case runs before any verdict, so that the
  * failure message says how many fds stayed open in the daemon.
  */
 static void test_empty_packet_with_fd(void **state)

@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,6 @@ import time
 import unittest
 
 MAX_EXPOSURE = 3.0
-SECURITY_LINE = re.compile(r"Overall exposure level for rocmmemd\.service: ([0-9.]+)")
 
 
 def env(name):
@@ -162,6 +162,7 @@ class Installed(unittest.TestCase):
         expected = [
             self.path("SBINDIR", "rocmmemd"),
             self.path("BINDIR", "rocmmemctl"),
+            self.path("BINDIR", "rocmmem-exporter"),
             self.path("LIBDIR", f"librocmmem.so.{self.version}"),
             self.path("LIBDIR", "librocmmem.so.0"),
             self.path("LIBDIR", "librocmmem.so"),
@@ -174,12 +175,16 @@ class Installed(unittest.TestCase):
             self.path("LIBDIR", "cmake", "rocmmem", "rocmmemTargets.cmake"),
             self.path("SYSTEM_UNIT_DIR", "rocmmemd.service"),
             self.path("SYSTEM_UNIT_DIR", "rocmmemd.socket"),
+            self.path("SYSTEM_UNIT_DIR", "rocmmem-exporter.service"),
+            self.path("SYSTEM_UNIT_DIR", "rocmmem-exporter.socket"),
             self.path("USER_UNIT_DIR", "rocmmemd.service"),
             self.path("USER_UNIT_DIR", "rocmmemd.socket"),
             self.path("SYSUSERS_DIR", "rocmmemd.conf"),
+            self.path("SYSUSERS_DIR", "rocmmem-exporter.conf"),
             self.path("TMPFILES_DIR", "rocmmemd.conf"),
             self.path("DATADIR", "rocmmemd", "rocmmemd.conf"),
             self.path("MANDIR", "man8", "rocmmemd.8"),
+            self.path("MANDIR", "man8", "rocmmem-exporter.8"),
             self.path("MANDIR", "man1", "rocmmemctl.1"),
             self.path("MANDIR", "man5", "rocmmemd.conf.5"),
             self.path("BASH_COMPLETION_DIR", "rocmmemctl"),
@@ -187,7 +192,7 @@ class Installed(unittest.TestCase):
         for f in expected:
             self.assertTrue(os.path.lexists(f), f"not installed: {f}")
             self.assertIn(f, self.manifest)
-        for f in (expected[0], expected[1]):
+        for f in expected[:3]:
             self.assertTrue(os.access(f, os.X_OK), f"not executable: {f}")
         # The build type's targets file, whatever the build type.
         targets = [f for f in self.manifest if re.search(r"/rocmmemTargets-\w+\.cmake$", f)]
@@ -229,10 +234,14 @@ class Installed(unittest.TestCase):
             daemon = os.path.join(prefix, self.dirs["SBINDIR"], "rocmmemd")
             example = os.path.join(prefix, self.dirs["DATADIR"], "rocmmemd", "rocmmemd.conf")
             with open(self.path("SYSTEM_UNIT_DIR", "rocmmemd.service", root=root)) as f:
-                self.assertIn(f"\nExecStart={daemon} --config /etc/rocmmemd/rocmmemd.conf\n",
+                self.assertIn(f"\nExecStart={daemon} --config /etc/rocmmemd/rocmmemd.conf "
+                              "--socket /run/rocmmemd/rocmmemd.sock\n",
                               f.read())
             with open(self.path("USER_UNIT_DIR", "rocmmemd.service", root=root)) as f:
                 self.assertIn(f"\nExecStart={daemon}\n", f.read())
+            exporter = os.path.join(prefix, self.dirs["BINDIR"], "rocmmem-exporter")
+            with open(self.path("SYSTEM_UNIT_DIR", "rocmmem-exporter.service", root=root)) as f:
+                self.assertIn(f"\nExecStart={exporter}\n", f.read())
             with open(self.path("TMPFILES_DIR", "rocmmemd.conf", root=root)) as f:
                 self.assertIn(f" {example}\n", f.read())
         for f in self.dest_manifest:
@@ -250,8 +259,9 @@ class Installed(unittest.TestCase):
 
     def test_verify_system_units(self):
         """systemd-analyze verify accepts the installed system units without a word."""
-        r = self.analyze(["verify", self.path("SYSTEM_UNIT_DIR", "rocmmemd.socket"),
-                          self.path("SYSTEM_UNIT_DIR", "rocmmemd.service")])
+        units = ("rocmmemd.socket", "rocmmemd.service", "rocmmem-exporter.socket",
+                 "rocmmem-exporter.service")
+        r = self.analyze(["verify", *(self.path("SYSTEM_UNIT_DIR", u) for u in units)])
         self.assertEqual((r.returncode, r.stdout), (0, ""), f"systemd-analyze verify:\n{r.stdout}")
 
     def test_verify_user_units(self):
@@ -263,39 +273,55 @@ class Installed(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout), (0, ""), f"systemd-analyze verify:\n{r.stdout}")
 
     def test_security_exposure(self):
-        """systemd-analyze security --offline=true scores the service at most 3.0."""
-        r = self.analyze(["security", "--offline=true", "--no-pager",
-                          self.path("SYSTEM_UNIT_DIR", "rocmmemd.service")])
-        m = SECURITY_LINE.search(r.stdout)
-        self.assertIsNotNone(m, f"no exposure level in:\n{r.stdout}")
-        exposure = float(m.group(1))
-        print(f"\nrocmmemd.service: overall exposure level {exposure} (at most {MAX_EXPOSURE})",
-              file=sys.stderr)
-        self.assertLessEqual(exposure, MAX_EXPOSURE, r.stdout)
+        """systemd-analyze security --offline=true scores each service at most 3.0."""
+        for unit in ("rocmmemd.service", "rocmmem-exporter.service"):
+            r = self.analyze(["security", "--offline=true", "--no-pager",
+                              self.path("SYSTEM_UNIT_DIR", unit)])
+            m = re.search(rf"Overall exposure level for {re.escape(unit)}: ([0-9.]+)", r.stdout)
+            self.assertIsNotNone(m, f"no exposure level in:\n{r.stdout}")
+            exposure = float(m.group(1))
+            print(f"\n{unit}: overall exposure level {exposure} (at most {MAX_EXPOSURE})",
+                  file=sys.stderr)
+            self.assertLessEqual(exposure, MAX_EXPOSURE, r.stdout)
 
     @unittest.skipIf(os.geteuid() != 0, "needs root: the files are owned by root")
     def test_sysusers(self):
-        """sysusers.d creates the user rocmmemd (group rocmmem) and the groups render, video."""
+        """sysusers.d creates the users rocmmemd and rocmmem-exporter (group rocmmem) and the
+        groups rocmmem-metrics, render, video."""
         root = tempfile.mkdtemp(dir=self.tmp)
         os.makedirs(os.path.join(root, "etc"))
         run(["systemd-sysusers", f"--root={root}",
-             self.path("SYSUSERS_DIR", "rocmmemd.conf", root=self.destdir)])
+             self.path("SYSUSERS_DIR", "rocmmemd.conf", root=self.destdir),
+             self.path("SYSUSERS_DIR", "rocmmem-exporter.conf", root=self.destdir)])
         with open(os.path.join(root, "etc", "group")) as f:
             groups = {line.split(":")[0]: line.split(":")[2] for line in f if line.strip()}
         with open(os.path.join(root, "etc", "passwd")) as f:
             users = {line.split(":")[0]: line.split(":") for line in f if line.strip()}
-        self.assertLessEqual({"rocmmem", "render", "video"}, set(groups))
-        self.assertIn("rocmmemd", users)
-        self.assertEqual(users["rocmmemd"][3], groups["rocmmem"])
-        self.assertLess(int(users["rocmmemd"][2]), 1000, "not a system user")
+        self.assertLessEqual({"rocmmem", "rocmmem-metrics", "render", "video"}, set(groups))
+        for user in ("rocmmemd", "rocmmem-exporter"):
+            self.assertIn(user, users)
+            self.assertEqual(users[user][3], groups["rocmmem"])
+            self.assertLess(int(users[user][2]), 1000, "not a system user")
 
     @unittest.skipIf(os.geteuid() != 0, "needs root: the files are owned by root")
     def test_tmpfiles(self):
-        """tmpfiles.d puts the example at /etc/rocmmemd/rocmmemd.conf, and never overwrites it."""
+        """tmpfiles.d puts the example at /etc/rocmmemd/rocmmemd.conf, and never overwrites it;
+        it makes the metrics directory the daemon writes and rocmmem-metrics reads."""
         root = self.destdir
         conf = os.path.join(root, "etc", "rocmmemd", "rocmmemd.conf")
         tmpfiles = self.path("TMPFILES_DIR", "rocmmemd.conf", root=root)
+        # The users and groups the entries name, in the scratch root's own /etc.
+        os.makedirs(os.path.join(root, "etc"), exist_ok=True)
+        run(["systemd-sysusers", f"--root={root}",
+             self.path("SYSUSERS_DIR", "rocmmemd.conf", root=root)])
         run(["systemd-tmpfiles", "--create", f"--root={root}", tmpfiles])
+        with open(os.path.join(root, "etc", "group")) as f:
+            groups = {line.split(":")[0]: int(line.split(":")[2]) for line in f if line.strip()}
+        with open(os.path.join(root, "etc", "passwd")) as f:
+            users = {line.split(":")[0]: int(line.split(":")[2]) for line in f if line.strip()}
+        st = os.stat(os.path.join(root, "var", "lib", "rocmmemd", "metrics"))
+        self.assertEqual((oct(stat.S_IMODE(st.st_mode)), st.st_uid, st.st_gid),
+                         (oct(0o2750), users["rocmmemd"], groups["rocmmem-metrics"]))
         with open(conf) as f, open(self.path("DATADIR", "rocmmemd", "rocmmemd.conf",
                                              root=root)) as example:
             self.assertEqual(f.read(), example.read())
@@ -310,7 +336,8 @@ class Installed(unittest.TestCase):
 
     def test_man_pages_render(self):
         """man renders each installed page without a warning, and finds it by name."""
-        for section, name in (("8", "rocmmemd"), ("1", "rocmmemctl"), ("5", "rocmmemd.conf")):
+        for section, name in (("8", "rocmmemd"), ("1", "rocmmemctl"), ("5", "rocmmemd.conf"),
+                              ("8", "rocmmem-exporter")):
             page = self.path("MANDIR", f"man{section}", f"{name}.{section}")
             r = run(["man", "--warnings", "-E", "UTF-8", "-l", page], stderr=subprocess.PIPE,
                     env={k: v for k, v in dict(os.environ, MANWIDTH="80").items()
@@ -338,6 +365,12 @@ class Installed(unittest.TestCase):
         options, out = self.help_options(self.path("BINDIR", "rocmmemctl"))
         for opt in options:
             self.assertIn(opt, ctl_page, f"rocmmemctl.1 does not document {opt}")
+        with open(os.path.join(self.source, "docs", "man", "rocmmem-exporter.8")) as f:
+            exporter_page = f.read().replace("\\-", "-")
+        exporter_options, _ = self.help_options(self.path("BINDIR", "rocmmem-exporter"))
+        self.assertIn("--listen", exporter_options)
+        for opt in exporter_options:
+            self.assertIn(opt, exporter_page, f"rocmmem-exporter.8 does not document {opt}")
         commands = re.findall(r"^  ([a-z]+)\b", out.split("Commands:")[1].split("Options:")[0],
                               re.M)
         self.assertGreaterEqual(len(commands), 11, out)
@@ -433,6 +466,22 @@ class Installed(unittest.TestCase):
         libdir = run(["pkg-config", "--variable=libdir", "rocmmem"], env=pc_env).stdout.strip()
         self.assertEqual(os.path.realpath(libdir), os.path.realpath(self.path("LIBDIR")))
         self.assertIn("-lrocmmem", libs)
+        # Directories named from ${prefix}, the library's static needs by their own .pc.
+        with open(self.path("LIBDIR", "pkgconfig", "rocmmem.pc")) as f:
+            pc = f.read()
+        self.assertIn(f"\nincludedir=${{prefix}}/{self.dirs['INCLUDEDIR']}\n", pc)
+        self.assertIn(f"\nlibdir=${{prefix}}/{self.dirs['LIBDIR']}\n", pc)
+        self.assertIn("\nRequires.private: libprotobuf-c\n", pc)
+        self.assertNotIn("pcfiledir", pc)
+        self.assertIn("-lprotobuf-c", static_libs)
+        # Installed into /usr (as by a package), the system's directories are left out.
+        sys_env = dict(os.environ, PKG_CONFIG_PATH=self.path("LIBDIR", "pkgconfig",
+                                                              root=self.destdir))
+        with open(self.path("LIBDIR", "pkgconfig", "rocmmem.pc", root=self.destdir)) as f:
+            self.assertTrue(f.read().startswith("prefix=/usr\n"))
+        if not os.path.isabs(self.dirs["INCLUDEDIR"]) and self.dirs["INCLUDEDIR"] == "include":
+            self.assertEqual(run(["pkg-config", "--cflags", "rocmmem"], env=sys_env).stdout.strip(),
+                             "")
         source = os.path.join(self.source, "tests", "install", "consumer", "consumer.c")
         cc = env("CC")
         shared = os.path.join(self.tmp, "pc_shared")

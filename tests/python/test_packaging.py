@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The package installs from the source tree as ComfyUI and FramePack users install it: with
-pip (into a directory, and into a venv) and with uv where uv exists, offline, with nothing
-but Debian's pip and setuptools; the installed copy imports and talks to a daemon. Its version
-is the project's."""
+pip (into a directory, and into a plain venv, with and without build isolation, and editable)
+and with uv where uv exists, offline, through its own build backend (standard library only:
+no setuptools, no wheel package); the installed copy imports and talks to a daemon. Its
+version is the project's."""
 import ast
 import os
 import re
@@ -47,7 +48,8 @@ class PackagingTest(PyTestCase):
         return env
 
     def smoke(self, python, prefix, env):
-        self.start_daemon()
+        if not getattr(self, "smoke_daemon", None):
+            self.smoke_daemon = self.start_daemon()
         p = subprocess.run([python, "-c", SMOKE.replace("\n    ", "\n"), prefix, self.sock],
                            env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -58,9 +60,10 @@ class PackagingTest(PyTestCase):
         version = re.search(r"project\(rocmmem VERSION ([0-9.]+)", cmake).group(1)
         self.assertEqual(rocmmem.__version__, version,
                          "bump client/python/rocmmem/_version.py with the project's version")
-        # pyproject.toml takes it from there (setuptools reads the assignment without import).
+        # pyproject.toml leaves it to the build backend, which reads the assignment.
         pyproject = read(os.path.join(PACKAGE_DIR, "pyproject.toml"))
-        self.assertIn('version = {attr = "rocmmem._version.__version__"}', pyproject)
+        self.assertIn('dynamic = ["version"]', pyproject)
+        self.assertIn('build-backend = "rocmmem_build"', pyproject)
         tree = ast.parse(read(os.path.join(PACKAGE_DIR, "rocmmem", "_version.py")))
         literal = [n.value.value for n in tree.body if isinstance(n, ast.Assign)]
         self.assertEqual(literal, [version])
@@ -101,26 +104,67 @@ class PackagingTest(PyTestCase):
         self.assertIn(f"rocmmem-{rocmmem.__version__}.dist-info", os.listdir(target))
         self.smoke(PYTHON, target, self.installed_env(target))
 
-    def test_pip_install_into_a_venv(self):
+    def test_pip_install_into_a_plain_venv(self):
+        """A venv that sees nothing of the system's packages (no wheel, Debian's setuptools
+        or not): the documented commands work offline, with build isolation and without."""
         if not pip_available():
             self.skipTest(f"{PYTHON} -m pip is missing")
         venv = os.path.join(self.dir, "venv")
-        p = subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", venv],
-                           capture_output=True, text=True, timeout=300)
+        p = subprocess.run([PYTHON, "-m", "venv", venv], capture_output=True, text=True,
+                           timeout=300)
         if p.returncode != 0:
             self.skipTest(f"python3 -m venv does not work here (Debian: python3-venv): "
                           f"{p.stderr.strip()}")
         vpython = os.path.join(venv, "bin", "python")
-        p = subprocess.run([vpython, "-m", "pip", "install", "--no-index", "--no-build-isolation",
-                            "--disable-pip-version-check", self.src],
-                           capture_output=True, text=True, timeout=300)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         env = child_env()
         env.pop("PYTHONPATH")
-        self.smoke(vpython, venv, env)
-        p = subprocess.run([vpython, "-m", "pip", "uninstall", "-y", "rocmmem"],
-                           capture_output=True, text=True, timeout=120)
+        for how in (["--no-index"], ["--no-index", "--no-build-isolation"]):
+            with self.subTest(how=how):
+                p = subprocess.run([vpython, "-m", "pip", "install", *how,
+                                    "--disable-pip-version-check", self.src],
+                                   capture_output=True, text=True, timeout=300, env=env)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.smoke(vpython, venv, env)
+                p = subprocess.run([vpython, "-m", "pip", "uninstall", "-y", "rocmmem"],
+                                   capture_output=True, text=True, timeout=120, env=env)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        # Editable: the venv imports the sources themselves.
+        p = subprocess.run([vpython, "-m", "pip", "install", "--no-index", "-e", self.src,
+                            "--disable-pip-version-check"],
+                           capture_output=True, text=True, timeout=300, env=env)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.smoke(vpython, self.src, env)
+
+    def test_wheel_record(self):
+        """The backend's wheel: every file in RECORD with its true hash and size."""
+        import base64
+        import hashlib
+        import zipfile
+        sys.path.insert(0, os.path.join(self.src, "_build"))
+        try:
+            import rocmmem_build
+            name = rocmmem_build.build_wheel(self.dir)
+        finally:
+            sys.path.pop(0)
+            sys.modules.pop("rocmmem_build", None)
+        self.assertEqual(name, f"rocmmem-{rocmmem.__version__}-py3-none-any.whl")
+        with zipfile.ZipFile(os.path.join(self.dir, name)) as z:
+            names = set(z.namelist())
+            info = f"rocmmem-{rocmmem.__version__}.dist-info"
+            record = z.read(f"{info}/RECORD").decode().splitlines()
+            listed = set()
+            for line in record:
+                path, digest, size = line.rsplit(",", 2)
+                listed.add(path)
+                if path == f"{info}/RECORD":
+                    continue
+                data = z.read(path)
+                want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+                self.assertEqual((digest, int(size)), (f"sha256={want.decode()}", len(data)))
+            self.assertEqual(listed, names)
+            self.assertIn("rocmmem/client.py", names)
+            self.assertIn(f"Version: {rocmmem.__version__}\n",
+                          z.read(f"{info}/METADATA").decode())
 
     def test_uv_install(self):
         uv = shutil.which("uv")

@@ -21,7 +21,7 @@ from torch_fixture import PYTHONPATH, Daemon, child_env, run_python
 # what is freed until the pool is gone and empty_cache() runs.
 STAND_IN = {
     "torch/__init__.py": """
-        __version__ = "0.0+stand-in"
+        __version__ = "2.5.0+stand-in"
         from . import cuda
 
         class version:
@@ -246,6 +246,26 @@ class Glue(unittest.TestCase):
                 raise AssertionError(f"{call} worked without torch")
         print("OK")
         """, torch=False)
+
+    def test_old_torch(self):
+        """a PyTorch older than 2.0 (no CUDAPluggableAllocator) gets a clear error, not an
+        AttributeError from deep inside."""
+        self.child("""
+        import torch
+        for old in ("1.13.1", "1.12.0+rocm5.1.1", "0.4.1", "garbage"):
+            torch.__version__ = old
+            for call in (rt.install, rt.allocator, lambda: rt.model_pool(1).__enter__()):
+                try:
+                    call()
+                except rt.TorchError as e:
+                    assert e.errno == errno.ENOPKG, e
+                    assert "needs PyTorch 2.0 or later" in str(e) and old in str(e), e
+                else:
+                    raise AssertionError(f"{call} worked with PyTorch {old}")
+        torch.__version__ = "2.0.0"
+        rt.allocator()  # 2.0 is enough
+        print("OK")
+        """)
 
     def test_library_path(self):
         """$ROCMMEM_TORCH_LIBRARY, else beside the librocmmem the package loads."""

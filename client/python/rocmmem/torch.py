@@ -13,13 +13,17 @@ registered with the daemon: with install(), by tagging; without it, through a
 torch.cuda.MemPool over the same library while PyTorch's caching allocator keeps the rest.
 See docs/torch.md.
 
-This module imports without PyTorch; its functions then raise TorchError (ENOPKG).
+It needs PyTorch 2.0 or later (MINIMUM_TORCH: CUDAPluggableAllocator and
+change_current_allocator came with 2.0; model_pool() without install() needs torch.cuda.MemPool,
+2.5). This module imports without PyTorch; its functions then raise TorchError (ENOPKG), and
+so they do with an older PyTorch, naming its version.
 """
 import contextlib
 import ctypes
 import errno as _errno
 import gc
 import os
+import re
 import threading
 
 from . import _native as N
@@ -30,6 +34,7 @@ __all__ = ["TorchError", "library_path", "install", "installed", "allocator", "m
            "set_model", "current_model", "release_pool", "stats", "trim", "empty_cache",
            "shutdown", "last_error"]
 
+MINIMUM_TORCH = (2, 0)
 LIBRARY_ENV = "ROCMMEM_TORCH_LIBRARY"
 LIBRARY_NAME = "librocmmem_torch.so"
 ALLOC_FN = "rocmmem_torch_alloc"
@@ -37,7 +42,8 @@ FREE_FN = "rocmmem_torch_free"
 
 
 class TorchError(Error, RuntimeError):
-    """rocmmem.torch cannot do what was asked: no PyTorch (ENOPKG), no GPU (ENODEV), too
+    """rocmmem.torch cannot do what was asked: no PyTorch or one older than 2.0 (ENOPKG), no
+    GPU (ENODEV), too
     late to install (EBUSY), a model of another connection (EXDEV), no MemPool in this
     PyTorch (EOPNOTSUPP)."""
 
@@ -92,6 +98,13 @@ def _torch():
     except ImportError as e:
         raise TorchError(_errno.ENOPKG, f"rocmmem.torch needs PyTorch: import torch failed "
                                         f"({e})") from None
+    version = getattr(torch, "__version__", "")
+    m = re.match(r"(\d+)\.(\d+)", str(version))
+    if not m or (int(m.group(1)), int(m.group(2))) < MINIMUM_TORCH:
+        raise TorchError(_errno.ENOPKG, f"rocmmem.torch needs PyTorch "
+                                        f"{'.'.join(map(str, MINIMUM_TORCH))} or later "
+                                        f"(CUDAPluggableAllocator); this is PyTorch "
+                                        f"{version or 'of an unknown version'}")
     if not hasattr(torch, "cuda") or not torch.cuda.is_available():
         raise TorchError(_errno.ENODEV, "rocmmem.torch needs a GPU PyTorch can use: "
                                         "torch.cuda.is_available() is False")
@@ -128,14 +141,16 @@ def _librocmmem_dir():
 
 def library_path():
     """Where librocmmem_torch.so is: $ROCMMEM_TORCH_LIBRARY, else beside the librocmmem the
-    package loads (installed or built: they lie in one directory), else its name for the
-    dynamic loader's search."""
+    package loads (installed or built: they lie in one directory) or in its rocmmem/
+    subdirectory (the Debian package's place for a plugin), else its name for the dynamic
+    loader's search."""
     env = os.environ.get(LIBRARY_ENV)
     if env:
         return env
     d = _librocmmem_dir()
-    if d and os.path.exists(os.path.join(d, LIBRARY_NAME)):
-        return os.path.join(d, LIBRARY_NAME)
+    for candidate in ((d, LIBRARY_NAME), (d, "rocmmem", LIBRARY_NAME)) if d else ():
+        if os.path.exists(os.path.join(*candidate)):
+            return os.path.join(*candidate)
     return LIBRARY_NAME
 
 
