@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -383,6 +384,30 @@ static int send_two(int sock, const void *first, size_t first_len, const void *s
 	return p[0];
 }
 
+/* stop_daemon stops the daemon with SIGSTOP and waits (up to 10 s) until it is stopped. */
+static void stop_daemon(void)
+{
+	char path[64], buf[512], *state;
+	ssize_t n;
+
+	assert_int_equal(kill(hostile.d.pid, SIGSTOP), 0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)hostile.d.pid);
+	for (int i = 0; i < 10000; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		assert_true(fd >= 0);
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		assert_true(n > 0);
+		buf[n] = '\0';
+		state = strrchr(buf, ')'); /* the name may hold blanks and parentheses */
+		if (state && state[1] == ' ' && state[2] == 'T')
+			return;
+		usleep(1000);
+	}
+	fail_msg("the daemon did not stop within 10 s of SIGSTOP");
+}
+
 static void expect_probe_closed(int probe, const char *what)
 {
 	if (!hostile_wait_hup(probe, 1500))
@@ -550,17 +575,14 @@ static void test_fd_on_other_packets(void **state)
 	free(buf);
 
 	/*
-	 * Both packets go in one sendmmsg call so that the daemon has (almost always) not hung up
-	 * before the second is queued; a try that lost the race is repeated.
+	 * The daemon is stopped while both packets are queued, so that it cannot read the first
+	 * and hang up before the second is there: the order is certain, whatever the load.
 	 */
-	for (int attempt = 0;; attempt++) {
-		assert_true(attempt < 20);
-		fd = hostile_greeted("fd-queued");
-		probe = send_two(fd, garbage, sizeof(garbage), unknown, sizeof(unknown), 3);
-		if (probe >= 0)
-			break;
-		close(fd);
-	}
+	fd = hostile_greeted("fd-queued");
+	stop_daemon();
+	probe = send_two(fd, garbage, sizeof(garbage), unknown, sizeof(unknown), 3);
+	assert_int_equal(kill(hostile.d.pid, SIGCONT), 0);
+	assert_true(probe >= 0);
 	hostile_expect_refused_closed(fd, -EBADMSG);
 	close(fd);
 	expect_probe_closed(probe, "a packet left unread");

@@ -89,7 +89,8 @@ class RunScript(unittest.TestCase):
                     elves.add(os.path.relpath(path, build))
         versioned = {e for e in elves if e.startswith("librocmmem.so.")}
         self.assertEqual(len(versioned), 1, sorted(elves))
-        self.assertEqual(elves - versioned, {"rocmmemd", "rocmmemctl", "librocmmem_torch.so"},
+        self.assertEqual(elves - versioned, {"rocmmemd", "rocmmemctl", "librocmmem_torch.so",
+                                              "exporter/rocmmem-exporter"},
                          sorted(elves))
         self.assertFalse(os.path.exists(os.path.join(build, "tests")))
         self.assertFalse(os.path.exists(os.path.join(build, "bench")))
