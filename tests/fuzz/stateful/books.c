@@ -21,19 +21,27 @@ struct devbooks {
 	uint64_t listed_leased, listed_leases, listed_reserved, listed_waiters;
 };
 
+/*
+ * A listed lease (its bytes, and the model it counts towards or 0) or model (its lease bytes,
+ * and the bytes of the listed leases that name it).
+ */
+struct listed {
+	uint64_t id, model, bytes, tagged;
+};
+
 struct snapshot {
 	unsigned ndevices;
 	struct devbooks dev[DEVICES_MAX];
 	size_t nleases, nmodels, nclients, nqueue;
 	uint64_t client_leases, client_leased;
-	uint64_t *lease_ids, *model_ids;
+	struct listed *leases, *models;
 	char bad[512]; /* a model whose own numbers disagree */
 };
 
 static void snapshot_free(struct snapshot *s)
 {
-	free(s->lease_ids);
-	free(s->model_ids);
+	free(s->leases);
+	free(s->models);
 }
 
 /* checker_connect opens a connection and says hello; -1 on failure (recorded). */
@@ -118,12 +126,17 @@ static void add_status(struct snapshot *s, const Rocmmem__Wire__StatusReply *st)
 		s->dev[k].leases = d->leases;
 		s->dev[k].waiters = d->waiters;
 	}
-	s->lease_ids = realloc(s->lease_ids, (s->nleases + st->n_leases + 1) * sizeof(uint64_t));
-	s->model_ids = realloc(s->model_ids, (s->nmodels + st->n_models + 1) * sizeof(uint64_t));
+	s->leases = realloc(s->leases, (s->nleases + st->n_leases + 1) * sizeof(s->leases[0]));
+	s->models = realloc(s->models, (s->nmodels + st->n_models + 1) * sizeof(s->models[0]));
+	if (!s->leases || !s->models) {
+		fprintf(stderr, "stateful_fuzz: out of memory\n");
+		exit(2);
+	}
 	for (size_t i = 0; i < st->n_leases; i++) {
 		const Rocmmem__Wire__LeaseInfo *l = st->leases[i];
 
-		s->lease_ids[s->nleases++] = l->id;
+		s->leases[s->nleases++] =
+		    (struct listed){l->id, l->has_model_id ? l->model_id : 0, l->bytes, 0};
 		if (l->device < DEVICES_MAX) {
 			s->dev[l->device].listed_leased += l->bytes;
 			s->dev[l->device].listed_leases++;
@@ -131,19 +144,15 @@ static void add_status(struct snapshot *s, const Rocmmem__Wire__StatusReply *st)
 	}
 	for (size_t i = 0; i < st->n_models; i++) {
 		const Rocmmem__Wire__ModelInfo *m = st->models[i];
-		uint64_t tagged = 0;
 
-		s->model_ids[s->nmodels++] = m->id;
+		s->models[s->nmodels++] = (struct listed){m->id, 0, m->lease_bytes, 0};
 		if (m->device < DEVICES_MAX)
 			s->dev[m->device].listed_reserved += m->reservation_bytes;
-		for (size_t j = 0; j < st->n_leases; j++)
-			if (st->leases[j]->has_model_id && st->leases[j]->model_id == m->id)
-				tagged += st->leases[j]->bytes;
-		if (m->bytes != m->reservation_bytes + m->lease_bytes || tagged > m->lease_bytes)
+		if (m->bytes != m->reservation_bytes + m->lease_bytes)
 			snprintf(s->bad, sizeof(s->bad),
 				 "model %" PRIu64 ": %" PRIu64 " bytes resident, %" PRIu64
-				 " reserved, %" PRIu64 " in leases (%" PRIu64 " listed as its)",
-				 m->id, m->bytes, m->reservation_bytes, m->lease_bytes, tagged);
+				 " reserved and %" PRIu64 " in leases",
+				 m->id, m->bytes, m->reservation_bytes, m->lease_bytes);
 	}
 	for (size_t i = 0; i < st->n_clients; i++) {
 		s->client_leases += st->clients[i]->leases;
@@ -204,8 +213,59 @@ static bool snapshot_take(struct run *r, struct snapshot *s, bool redeclare_done
 	return rep != NULL;
 }
 
+static int by_id(const void *a, const void *b)
+{
+	uint64_t x = ((const struct listed *)a)->id, y = ((const struct listed *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* find_listed finds id in a list sorted by id. */
+static const struct listed *find_listed(const struct listed *v, size_t n, uint64_t id)
+{
+	struct listed key = {.id = id};
+
+	return n ? bsearch(&key, v, n, sizeof(v[0]), by_id) : NULL;
+}
+
+/* unique sorts a list by id and checks that no id is listed twice, nor 0 or 2^64-1. */
+static void unique(struct run *r, struct listed *v, size_t n, const char *what)
+{
+	qsort(v, n, sizeof(v[0]), by_id);
+	for (size_t i = 0; i + 1 < n; i++)
+		if (v[i].id == v[i + 1].id)
+			run_fail(r, FAIL_BOOKS, "two %ss with id %" PRIu64 " listed", what,
+				 v[i].id);
+	if (n && (v[0].id == 0 || v[n - 1].id == UINT64_MAX))
+		run_fail(r, FAIL_BOOKS, "a %s with id %" PRIu64 " listed", what,
+			 v[0].id == 0 ? 0 : UINT64_MAX);
+}
+
+/* verify_tagged checks each model's lease bytes against the leases that name it. */
+static void verify_tagged(struct run *r, struct snapshot *s)
+{
+	for (size_t i = 0; i < s->nleases; i++) {
+		const struct listed *l = &s->leases[i];
+		struct listed *m = (struct listed *)find_listed(s->models, s->nmodels, l->model);
+
+		if (l->model && !m)
+			run_fail(r, FAIL_BOOKS,
+				 "lease %" PRIu64 " counts towards model %" PRIu64
+				 ", which is not listed",
+				 l->id, l->model);
+		else if (m)
+			m->tagged += l->bytes;
+	}
+	for (size_t i = 0; i < s->nmodels; i++)
+		if (s->models[i].tagged != s->models[i].bytes)
+			run_fail(r, FAIL_BOOKS,
+				 "model %" PRIu64 " has %" PRIu64 " bytes in leases; the leases "
+				 "listed as its have %" PRIu64,
+				 s->models[i].id, s->models[i].bytes, s->models[i].tagged);
+}
+
 /* verify checks that each device's totals are what its lists add up to. */
-static void verify(struct run *r, const struct snapshot *s)
+static void verify(struct run *r, struct snapshot *s)
 {
 	uint64_t leased = 0, leases = 0;
 
@@ -239,14 +299,9 @@ static void verify(struct run *r, const struct snapshot *s)
 			 s->client_leases, s->client_leased, leases, leased);
 	if (s->bad[0])
 		run_fail(r, FAIL_BOOKS, "%s", s->bad);
-}
-
-static bool listed(const uint64_t *ids, size_t n, uint64_t id)
-{
-	for (size_t i = 0; i < n; i++)
-		if (ids[i] == id)
-			return true;
-	return false;
+	unique(r, s->leases, s->nleases, "lease");
+	unique(r, s->models, s->nmodels, "model");
+	verify_tagged(r, s);
 }
 
 /* verify_held checks that what the fuzzer's connections hold, the daemon lists. */
@@ -255,11 +310,11 @@ static void verify_held(struct run *r, const struct snapshot *s)
 	for (unsigned c = 0; c < SF_CONNS; c++)
 		conn_drain(r, c);
 	for (size_t i = 0; i < r->leases.nlive; i++)
-		if (!listed(s->lease_ids, s->nleases, r->leases.live[i].id))
+		if (!find_listed(s->leases, s->nleases, r->leases.live[i].id))
 			run_fail(r, FAIL_BOOKS, "lease %" PRIu64 " of connection %u is not listed",
 				 r->leases.live[i].id, r->leases.live[i].conn);
 	for (size_t i = 0; i < r->models.nlive; i++)
-		if (!listed(s->model_ids, s->nmodels, r->models.live[i].id))
+		if (!find_listed(s->models, s->nmodels, r->models.live[i].id))
 			run_fail(r, FAIL_BOOKS, "model %" PRIu64 " of connection %u is not listed",
 				 r->models.live[i].id, r->models.live[i].conn);
 }
@@ -342,12 +397,14 @@ void books_check(struct run *r, bool quiet)
 	long end = target_now_ms() + run_deadline(r);
 	struct snapshot s;
 
+	unsigned before = r->nfails;
+
 	r->stats.checks++;
 	while (snapshot_take(r, &s, quiet && r->restarted)) {
 		verify(r, &s);
 		if (!quiet)
 			verify_held(r, &s);
-		if (!quiet || quiet_now(&s) || target_now_ms() > end)
+		if (!quiet || quiet_now(&s) || r->nfails != before || target_now_ms() > end)
 			break;
 		snapshot_free(&s);
 		target_sleep_ms(5);

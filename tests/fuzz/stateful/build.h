@@ -3,6 +3,7 @@
 #ifndef ROCMMEM_TEST_STATEFUL_BUILD_H
 #define ROCMMEM_TEST_STATEFUL_BUILD_H
 
+#include "rocmmem.pb-c.h"
 #include "stateful.h"
 
 /* Chunk sizes a re-declaration carries at most (nchunks beyond is capped). */

@@ -136,6 +136,18 @@ static bool carried(const struct idbook *b, uint64_t id)
 	return false;
 }
 
+/*
+ * held_here says whether connection c holds id already. Another connection's may be stale: a
+ * reply read late (that connection was dropped with it unread) tells of a model long gone; the
+ * status lists show whether two are alive at once.
+ */
+static bool held_here(struct idbook *b, uint64_t id, unsigned c)
+{
+	const struct item *it = book_find(b, id);
+
+	return it && it->conn == c;
+}
+
 static void uncarry(struct idbook *b, uint64_t id)
 {
 	for (size_t i = 0; i < b->ncarried; i++)
@@ -159,7 +171,7 @@ static void on_grant(struct run *r, unsigned c, const Rocmmem__Wire__Reply *rep,
 			 g->lease_id, g->size, g->fd_count, nfds);
 		return;
 	}
-	if (book_find(&r->leases, g->lease_id) || carried(&r->leases, g->lease_id))
+	if (held_here(&r->leases, g->lease_id, c) || carried(&r->leases, g->lease_id))
 		run_fail(r, FAIL_WIRE, "lease id %" PRIu64 " granted while it is still held",
 			 g->lease_id);
 	r->stats.grants++;
@@ -196,7 +208,8 @@ static void on_ok(struct run *r, unsigned c, const Rocmmem__Wire__Reply *rep, st
 		r->stats.models++;
 		if (s && s->kind == OP_MODEL_REDECLARE && s->arg == id && carried(&r->models, id))
 			uncarry(&r->models, id); /* taken over under its old id */
-		else if (book_find(&r->models, id) || carried(&r->models, id))
+		else if (held_here(&r->models, id, c) ||
+			 (carried(&r->models, id) && !(s && s->kind == OP_MODEL_REDECLARE)))
 			run_fail(r, FAIL_WIRE, "model id %" PRIu64 " given while it is still held",
 				 id);
 		book_issue(&r->models, id);
@@ -238,6 +251,10 @@ static void on_reply(struct run *r, unsigned c, const Rocmmem__Wire__Reply *rep,
 		if (!rep->has_error || rep->error >= 0)
 			run_fail(r, FAIL_WIRE, "a release without a lease id was not refused");
 	}
+	if (r->verbose && rid != k->ping_rid)
+		printf("         -> c%u reply %" PRIu64 ": %d %s%s\n", c, rid,
+		       rep->has_error ? rep->error : 0, rep->message ? rep->message : "",
+		       rep->has_more && rep->more ? " (more)" : "");
 	if (rep->has_error && rep->error != 0) {
 		r->stats.errors++;
 		if (rep->error >= 0 || !rep->message || !rep->message[0] || nfds ||
@@ -321,6 +338,8 @@ static int recv_one(struct run *r, unsigned c, int timeout_ms)
 	}
 	if (n <= 0) {
 		/* The daemon hung up (or reset the connection with our packets unread). */
+		if (r->verbose)
+			printf("         -> c%u closed by the daemon\n", c);
 		wire_close_fds(fds, nfds);
 		r->stats.hangups++;
 		conn_close(r, c);

@@ -57,6 +57,7 @@ void run_fail(struct run *r, enum fail_class cls, const char *fmt, ...)
 		snprintf(r->why + used, sizeof(r->why) - used, "\n");
 	if (r->failed == FAIL_NONE || cls < r->failed)
 		r->failed = cls;
+	r->nfails++;
 }
 
 long run_deadline(const struct run *r)
@@ -155,8 +156,10 @@ static uint64_t resolve(struct run *r, const struct op *op, unsigned field)
 		if ((op->kind == OP_LEASE_REDECLARE || op->kind == OP_MODEL_REDECLARE) &&
 		    b->ncarried)
 			return b->carried[v->v % b->ncarried].id;
-		/* Nothing held: any id issued. */
+		/* Nothing of its own held: another's; nothing held at all: any id issued. */
 		it = nth(b, op->conn % SF_CONNS, v->ref == REF_OWN, v->v);
+		if (!it && v->ref == REF_OWN)
+			it = nth(b, op->conn % SF_CONNS, false, v->v);
 		if (it)
 			return it->id;
 	}
@@ -245,9 +248,15 @@ static unsigned attach(struct run *r, const struct op *op, const struct item *le
 	unsigned n = 0;
 
 	*nopen = 0;
-	if ((op->flags & OPF_ASGRANTED) && op->kind == OP_LEASE_REDECLARE && lease &&
-	    lease->fd >= 0) {
-		fds[n++] = lease->fd;
+	/* The lease's own memfd; for a lease the run does not know, another one's. */
+	if ((op->flags & OPF_ASGRANTED) && op->kind == OP_LEASE_REDECLARE) {
+		bool owned;
+		int fd = open_fd(r, FD_LEASE, lease, &owned);
+
+		if (fd >= 0 && owned)
+			opened[(*nopen)++] = fd;
+		if (fd >= 0)
+			fds[n++] = fd;
 		return n;
 	}
 	for (unsigned g = 0; g < op->nfdgroups; g++) {
@@ -267,11 +276,13 @@ static unsigned attach(struct run *r, const struct op *op, const struct item *le
 /* as_granted makes a re-declaration say what the run knows of the item it names. */
 static void as_granted(struct op *eff, const struct item *lease, const struct item *model)
 {
-	if (eff->kind == OP_LEASE_REDECLARE && lease) {
-		eff->f[F_DEVICE] = (struct val){.set = 1, .v = lease->device};
-		eff->f[F_SIZE] = (struct val){.set = 1, .v = lease->size};
+	if (eff->kind == OP_LEASE_REDECLARE) {
+		if (lease) {
+			eff->f[F_DEVICE] = (struct val){.set = 1, .v = lease->device};
+			eff->f[F_SIZE] = (struct val){.set = 1, .v = lease->size};
+		}
 		eff->f[F_HANDLE] = (struct val){.set = 1, .v = 1};
-		eff->f[F_FD_COUNT] = (struct val){.set = 1, .v = lease->fd >= 0};
+		eff->f[F_FD_COUNT] = (struct val){.set = 1, .v = 1};
 		eff->f[F_NCHUNKS].set = 0;
 	} else if (eff->kind == OP_MODEL_REDECLARE && model) {
 		eff->f[F_DEVICE] = (struct val){.set = 1, .v = model->device};
@@ -357,17 +368,18 @@ enum fail_class run_seq(struct run *r, struct seq *s)
 	char why[512];
 
 	r->failed = FAIL_NONE;
+	r->nfails = 0;
 	r->why[0] = '\0';
 	r->stats.seqs++;
 	for (size_t i = 0; i < s->n; i++) {
 		/* Once the daemon is gone or stuck, the rest would only wait. */
 		if (fail_alike(r->failed, FAIL_DIED))
 			break;
-		run_op(r, &s->ops[i]);
 		if (r->verbose) {
 			printf("  %4zu ", i);
 			seq_print_op(stdout, &s->ops[i]);
 		}
+		run_op(r, &s->ops[i]);
 	}
 	for (unsigned c = 0; c < SF_CONNS; c++)
 		conn_close(r, c);

@@ -237,7 +237,7 @@ static void gen_fds(struct gen *g, struct op *op)
 
 /* The weights of the kinds a request slot picks from. */
 static const uint8_t weights[OP_KINDS] = {
-    [OP_CONNECT] = 1,	      [OP_HELLO] = 2,
+    [OP_CONNECT] = 1,	      [OP_HELLO] = 1,
     [OP_ACQUIRE] = 14,	      [OP_RELEASE] = 9,
     [OP_STATUS] = 3,	      [OP_REGISTER] = 10,
     [OP_MODEL_ACQUIRE] = 10,  [OP_MODEL_RELEASE] = 8,
@@ -249,7 +249,7 @@ static const uint8_t weights[OP_KINDS] = {
     [OP_ADMIN_REVOKE] = 1,    [OP_ADMIN_DISCONNECT] = 1,
     [OP_ADMIN_LOG_LEVEL] = 1, [OP_LEASE_REDECLARE] = 4,
     [OP_MODEL_REDECLARE] = 5, [OP_REDECLARE_DONE] = 2,
-    [OP_EMPTY] = 1,	      [OP_CLOSE] = 4,
+    [OP_EMPTY] = 1,	      [OP_CLOSE] = 3,
     [OP_PAUSE] = 2,	      [OP_CHECK] = 2,
     [OP_RESTART] = 1,
 };
@@ -303,8 +303,16 @@ static void gen_request(struct gen *g, struct op *op)
 		snprintf(op->str, sizeof(op->str), "fuzz-%u", op->conn);
 	if ((op->kind == OP_LEASE_REDECLARE || op->kind == OP_MODEL_REDECLARE) && chance(g, 50))
 		op->flags |= OPF_ASGRANTED;
-	else if (chance(g, op->kind == OP_LEASE_REDECLARE ? 60 : 4))
+	else if (chance(g, op->kind == OP_LEASE_REDECLARE ? 60 : 2))
 		gen_fds(g, op);
+	/* Mostly as many fds as the re-declaration says it carries. */
+	if (op->kind == OP_LEASE_REDECLARE && op->f[F_FD_COUNT].set && chance(g, 75)) {
+		unsigned n = 0;
+
+		for (unsigned i = 0; i < op->nfdgroups; i++)
+			n += op->fds[i].count;
+		op->f[F_FD_COUNT].v = n < OP_FDS_MAX ? n : OP_FDS_MAX;
+	}
 	if (chance(g, 12))
 		op->flags |= OPF_NOWAIT;
 	if (chance(g, 2))

@@ -3,6 +3,7 @@
 #ifndef ROCMMEM_TEST_STATEFUL_RUN_H
 #define ROCMMEM_TEST_STATEFUL_RUN_H
 
+#include "rocmmem.pb-c.h"
 #include "stateful.h"
 #include "wire.h"
 
@@ -63,6 +64,7 @@ struct run {
 	size_t npool;
 	bool restarted; /* records of a predecessor may wait to be re-declared */
 	enum fail_class failed;
+	unsigned nfails; /* failures recorded in this sequence */
 	char why[1024];
 	struct {
 		unsigned long seqs, ops, sent, not_taken, replies, errors, grants, models, events,

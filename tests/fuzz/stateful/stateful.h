@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "rocmmem.pb-c.h"
-
 /* Connection slots a sequence uses. */
 #define SF_CONNS 4
 
