@@ -108,8 +108,10 @@ void conn_note(struct run *r, unsigned c, uint64_t rid, const struct op *op, uin
 
 	s->rid = rid;
 	s->arg = arg;
-	s->op = op;
 	s->kind = op->kind;
+	s->device = op->f[F_DEVICE].set ? (uint32_t)op->f[F_DEVICE].v : 0;
+	s->size = op->f[F_SIZE].set ? op->f[F_SIZE].v : 0;
+	snprintf(s->name, sizeof(s->name), "%s", op->f[F_NAME].set ? op->str : "");
 	s->answered = false;
 }
 
@@ -214,11 +216,11 @@ static void on_ok(struct run *r, unsigned c, const Rocmmem__Wire__Reply *rep, st
 				 id);
 		book_issue(&r->models, id);
 		it = book_add(&r->models, id, c);
-		if (it && s && s->op) {
+		if (it && s) {
 			/* What a re-declaration of it would name. */
-			snprintf(it->name, sizeof(it->name), "%s", s->op->str);
-			it->device = (uint32_t)s->op->f[F_DEVICE].v;
-			it->size = s->op->f[F_SIZE].v;
+			snprintf(it->name, sizeof(it->name), "%s", s->name);
+			it->device = s->device;
+			it->size = s->size;
 		}
 	} else if (s && s->kind == OP_RELEASE) {
 		book_drop(r, &r->leases, s->arg);

@@ -323,7 +323,7 @@ static void run_request(struct run *r, struct op *op)
 	rid = op->rid.set ? op->rid.v : k->next_rid++;
 	build_request(&o, &eff, rid, lease, model);
 	nfds = attach(r, op, li, fds, opened, &nopen);
-	conn_note(r, c, rid, op, op->f[F_LEASE].set ? lease : model);
+	conn_note(r, c, rid, &eff, op->f[F_LEASE].set ? lease : model);
 	if (conn_send(r, c, &o.msg, fds, nfds) && !(op->flags & OPF_NOWAIT))
 		conn_sync(r, c, (op->flags & OPF_NOID) ? 0 : rid);
 	for (unsigned i = 0; i < nopen; i++)

@@ -39,9 +39,12 @@ struct idbook {
 
 struct sent {
 	uint64_t rid, arg; /* arg: the lease or model id the request named */
-	const struct op *op;
 	uint8_t kind;
 	bool answered;
+	/* What a model registration or re-declaration said, for its re-declaration later. */
+	uint32_t device;
+	uint64_t size;
+	char name[OP_STR_MAX];
 };
 
 struct conn {
@@ -88,7 +91,7 @@ void conn_close(struct run *r, unsigned c);
 /* conn_send sends msg (id set by the caller) with fds; false if it was not taken. */
 bool conn_send(struct run *r, unsigned c, Rocmmem__Wire__ClientMessage *msg, const int *fds,
 	       unsigned nfds);
-/* conn_note remembers what request rid was, to read its reply. */
+/* conn_note remembers what request rid was (op as sent), to read its reply. */
 void conn_note(struct run *r, unsigned c, uint64_t rid, const struct op *op, uint64_t arg);
 /* conn_drain reads whatever slot c has waiting, without waiting. */
 void conn_drain(struct run *r, unsigned c);
