@@ -834,6 +834,9 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	}
 	adopt_model_changed(a, m); /* its record, under this id and process (none if 0) */
 	m->use_count = req->has_use_count ? req->use_count : 0;
+	/* Its residency goes on: the owner compares generations across the restart. */
+	if (req->has_generation && req->generation > 0 && req->generation <= MODEL_GENERATION_MAX)
+		m->generation = req->generation;
 	if (note[0])
 		log_warn("%s", note);
 	log_info("%s re-declared model %" PRIu64 " '%s' (was %" PRIu64 ", %s reserved, %u in use)",
@@ -843,6 +846,8 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	body.model_id = m->id;
 	body.has_reservation = true;
 	body.reservation = m->reservation;
+	body.has_generation = true;
+	body.generation = m->generation;
 	reply.has_id = true;
 	reply.id = request_id;
 	reply.has_error = true;

@@ -37,6 +37,7 @@ struct seen {
 	int nrevoked_models;
 	char reconnected[256];
 	char last_reason[256];
+	char revoked_reason[256]; /* of the latest lease revocation */
 };
 
 static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
@@ -49,6 +50,8 @@ static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *us
 	snprintf(s->last_reason, sizeof(s->last_reason), "%s", ev->reason);
 	if (ev->type == ROCMMEM_EVENT_LEASE_REVOKED && s->nrevoked < 8)
 		s->revoked_leases[s->nrevoked++] = ev->lease_id;
+	if (ev->type == ROCMMEM_EVENT_LEASE_REVOKED)
+		snprintf(s->revoked_reason, sizeof(s->revoked_reason), "%s", ev->reason);
 	if (ev->type == ROCMMEM_EVENT_MODEL_REVOKED && s->nrevoked_models < 8)
 		s->revoked_models[s->nrevoked_models++] = ev->model_id;
 	if (ev->type == ROCMMEM_EVENT_RECONNECTED)
@@ -724,12 +727,63 @@ static void test_graceful_stop_is_final(void **state)
 	assert_int_equal(seen.by_type[ROCMMEM_EVENT_SHUTDOWN], 1);
 	assert_int_equal(seen.by_type[ROCMMEM_EVENT_DISCONNECTED], 1);
 	assert_int_equal(seen.by_type[ROCMMEM_EVENT_RECONNECTING], 0);
+	/* The daemon took the lease back when it stopped: the lease says so, once. */
+	assert_int_equal(rocmmem_lease_revoked(l), 1);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_LEASE_REVOKED], 1);
+	assert_int_equal(seen.revoked_leases[0], rocmmem_lease_id(l));
 	restart(&d, args);
 	usleep(200000);
 	assert_int_equal(rocmmem_client_state(c), ROCMMEM_DISCONNECTED);
-	assert_int_equal(rocmmem_lease_release(l), -ECONNRESET);
+	/* Revoked: released without asking anyone. */
+	assert_int_equal(rocmmem_lease_release(l), 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
+/*
+ * test_drain_deadline_revokes: a client that does not let go while the daemon drains loses its
+ * lease at the deadline: the memory is punched out (its mapping reads zeros), and the library
+ * marks the lease revoked with the reason, so that nothing uses it as if it still held data.
+ */
+static void test_drain_deadline_revokes(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--shutdown-timeout", "1", NULL};
+	struct seen seen = {0};
+	struct daemon_proc d;
+	rocmmem_lease *l, *m;
+	rocmmem_client *c;
+	uint64_t model;
+	const uint8_t *p;
+	bool zero = true;
+	struct rocmmem_model_desc desc = {.name = "kept", .size = 0};
+
+	(void)state;
+	assert_int_equal(harness_daemon_start(&d, args), 0);
+	c = harness_connect(&d, "hangs-on");
+	rocmmem_set_event_callback(c, on_event, &seen);
+	assert_int_equal(rocmmem_model_register(c, &desc, &model), 0);
+	l = lease(c, 2 * MiB, "plain", 0);
+	m = lease(c, 2 * MiB, "tagged", model);
+	fill(l);
+	kill(d.pid, SIGTERM);
+	/* Not dispatching: the shutdown is seen only once the daemon has given up waiting. */
+	assert_int_equal(waitpid(d.pid, NULL, 0), d.pid);
+	d.pid = 0;
+	assert_int_equal(rocmmem_lease_revoked(l), 0); /* nothing read yet */
+	assert_true(pump_until(c, ROCMMEM_DISCONNECTED, 5000) >= 0);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_SHUTDOWN], 1);
+	assert_int_equal(rocmmem_lease_revoked(l), 1);
+	assert_int_equal(rocmmem_lease_revoked(m), 1);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_LEASE_REVOKED], 2);
+	assert_non_null(strstr(seen.revoked_reason, "shutdown deadline"));
+	p = rocmmem_lease_ptr(l);
+	for (uint64_t off = 0; off < rocmmem_lease_size(l); off += 4096)
+		zero = zero && p[off] == 0;
+	assert_true(zero);
+	assert_int_equal(rocmmem_lease_release(l), 0);
+	assert_int_equal(rocmmem_lease_release(m), 0);
+	rocmmem_disconnect(c);
+	harness_remove_dir(d.dir);
 }
 
 static void test_reconnection_can_be_turned_off(void **state)
@@ -917,6 +971,7 @@ int main(void)
 	    cmocka_unit_test(test_lost_state_file_refuses_leases),
 	    cmocka_unit_test(test_model_ids_are_mapped),
 	    cmocka_unit_test(test_graceful_stop_is_final),
+	    cmocka_unit_test(test_drain_deadline_revokes),
 	    cmocka_unit_test(test_reconnection_can_be_turned_off),
 	    cmocka_unit_test(test_window_ends),
 	    cmocka_unit_test(test_bad_state_files),
