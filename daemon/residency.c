@@ -151,7 +151,45 @@ static void answer_admin(struct model *m, bool revoked, uint64_t bytes_freed)
 	client_reply(c, &reply, NULL, 0);
 }
 
-/* unload takes a model's memory back: after its owner's ack, or when revoked (reason set). */
+/* tell_lease_revoked tells l's owner that l goes with its model m's residency. */
+static void tell_lease_revoked(struct client *c, const struct lease *l, const struct model *m,
+			       const char *reason)
+{
+	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+	Rocmmem__Wire__LeaseRevoked body = ROCMMEM__WIRE__LEASE_REVOKED__INIT;
+
+	body.has_lease_id = true;
+	body.lease_id = l->id;
+	body.reason = (char *)reason;
+	body.has_model_id = body.has_model_generation = true;
+	body.model_id = m->id;
+	body.model_generation = m->generation;
+	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED;
+	ev.lease_revoked = &body;
+	client_event(c, &ev);
+}
+
+static void tell_model_revoked(struct client *c, const struct model *m, const char *reason)
+{
+	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+	Rocmmem__Wire__ModelRevoked body = ROCMMEM__WIRE__MODEL_REVOKED__INIT;
+
+	body.has_model_id = true;
+	body.model_id = m->id;
+	body.reason = (char *)reason;
+	body.has_generation = true;
+	body.generation = m->generation;
+	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED;
+	ev.model_revoked = &body;
+	client_event(c, &ev);
+}
+
+/*
+ * unload takes a model's memory back: after its owner's ack, or when revoked (reason set).
+ * Everything said about the residency that ends goes out before its generation moves on and
+ * before its leases are freed: freeing host memory grants waiting requests at once, the
+ * model's own acquire among them, whose answer names the next generation.
+ */
 static void unload(struct arbiter *a, struct model *m, const char *revoked)
 {
 	struct device *d = &a->devices[m->device];
@@ -171,43 +209,14 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		m->evicting = false;
 		m->evictions++;
 	}
-	if (m->reservation) {
-		device_unreserve(d, m->reservation);
-		m->reservation = 0;
-	}
-	adopt_model_changed(a, m);
 	/* Leases still tagged with it: their memory goes too, and the owner is told. */
-	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
-		next = TAILQ_NEXT(l, client_link);
-		if (l->model == m) {
-			Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
-			Rocmmem__Wire__LeaseRevoked body = ROCMMEM__WIRE__LEASE_REVOKED__INIT;
-
-			body.has_lease_id = true;
-			body.lease_id = l->id;
-			body.reason = (char *)(revoked ? revoked : "its model was evicted");
-			body.has_model_id = body.has_model_generation = true;
-			body.model_id = m->id;
-			body.model_generation = m->generation;
-			ev.body_case = ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED;
-			ev.lease_revoked = &body;
-			client_event(c, &ev);
-			arbiter_lease_destroy(a, l);
-		}
+	TAILQ_FOREACH (l, &c->leases, client_link) {
+		if (l->model == m)
+			tell_lease_revoked(c, l, m, revoked ? revoked : "its model was evicted");
 	}
 	if (revoked) {
-		Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
-		Rocmmem__Wire__ModelRevoked body = ROCMMEM__WIRE__MODEL_REVOKED__INIT;
-
 		a->counters.revocations++;
-		body.has_model_id = true;
-		body.model_id = m->id;
-		body.reason = (char *)revoked;
-		body.has_generation = true;
-		body.generation = m->generation;
-		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED;
-		ev.model_revoked = &body;
-		client_event(c, &ev);
+		tell_model_revoked(c, m, revoked);
 		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_REVOKED;
 		event_emit(a->server, &e, LOG_LEVEL_WARN,
 			   "revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
@@ -219,9 +228,19 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 			   "model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
 			   client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
 	}
-	answer_admin(m, revoked != NULL, bytes);
 	/* This residency is over: whatever is granted from now on belongs to the next. */
 	m->generation++;
+	if (m->reservation) {
+		device_unreserve(d, m->reservation);
+		m->reservation = 0;
+	}
+	adopt_model_changed(a, m);
+	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
+		next = TAILQ_NEXT(l, client_link);
+		if (l->model == m)
+			arbiter_lease_destroy(a, l);
+	}
+	answer_admin(m, revoked != NULL, bytes);
 	arbiter_auto_trim(a, d);
 }
 

@@ -355,9 +355,12 @@ void conn_note_event(rocmmem_client *c, struct inmsg *m)
 	/* So is a revoked model's reservation: not to be declared again after a restart, and its
 	 * residency is over (a restarted daemon carries on after it). */
 	if (lm && e->body_case == ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED) {
-		lm->reservation = 0;
-		if (e->model_revoked->generation > lm->ended)
-			lm->ended = e->model_revoked->generation;
+		uint64_t gen = e->model_revoked->generation;
+
+		if (gen == 0 || gen >= lm->generation)
+			lm->reservation = 0; /* unless the host holds a later residency already */
+		if (gen > lm->ended)
+			lm->ended = gen;
 	}
 	/* The daemon stops on purpose: the end that follows is final, not a crash. */
 	if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN)

@@ -243,6 +243,7 @@ static void event(void)
 	FIELD(rocmmem_event, sample);
 	FIELD(rocmmem_event, sample_info);
 	FIELD(rocmmem_event, telemetry);
+	FIELD(rocmmem_event, generation);
 }
 
 static void connect_options(void)

@@ -223,7 +223,7 @@ def event(lib, ev):
     """Any rocmmem_event as a dict: samples and telemetry as watch prints them, the rest as
     {"type": "evict_request" | "model_revoked" | "lease_revoked" | "shutdown" |
     "disconnected" | "reconnecting" | "reconnected" | "other", "seq", "reason", and the ids
-    that apply}."""
+    and the model's residency generation that apply}."""
     if ev.type == N.EVENT_SAMPLE and ev.sample and ev.sample_info:
         return sample(lib, ev.sample, ev.sample_info.contents)
     if ev.type == N.EVENT_TELEMETRY and ev.telemetry:
@@ -237,4 +237,6 @@ def event(lib, ev):
         o["deadline_ms"] = ev.deadline_ms
     if ev.type == N.EVENT_LEASE_REVOKED:
         o["lease_id"] = ev.lease_id
+    if ev.type in (N.EVENT_EVICT_REQUEST, N.EVENT_MODEL_REVOKED, N.EVENT_LEASE_REVOKED):
+        o["generation"] = ev.generation
     return o

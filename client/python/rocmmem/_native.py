@@ -177,7 +177,7 @@ class Event(ctypes.Structure):
                 ("model_id", c_uint64), ("lease_id", c_uint64), ("bytes_needed", c_uint64),
                 ("deadline_ms", c_uint32), ("sample", c_void_p),
                 ("sample_info", ctypes.POINTER(SampleInfo)),
-                ("telemetry", ctypes.POINTER(TelemetryEvent))]
+                ("telemetry", ctypes.POINTER(TelemetryEvent)), ("generation", c_uint64)]
 
 
 class ConnectOptions(ctypes.Structure):
@@ -237,6 +237,8 @@ PROTOTYPES = {
     "rocmmem_lease_ipc_handle": (c_int, [c_void_p, c_void_p, P(c_uint64)]),
     "rocmmem_lease_pci_bus_id": (c_char_p, [c_void_p]),
     "rocmmem_lease_waited_ms": (c_uint64, [c_void_p]),
+    "rocmmem_lease_generation": (c_uint64, [c_void_p]),
+    "rocmmem_lease_revoked": (c_int, [c_void_p]),
     "rocmmem_status_get": (c_int, [c_void_p, P(c_void_p)]),
     "rocmmem_status_free": (None, [c_void_p]),
     "rocmmem_status_daemon": (P(DaemonInfo), [c_void_p]),
@@ -266,6 +268,8 @@ PROTOTYPES = {
     "rocmmem_model_resize": (c_int, [c_void_p, c_uint64, c_uint64, c_int64]),
     "rocmmem_model_unregister": (c_int, [c_void_p, c_uint64]),
     "rocmmem_model_evict_ack": (c_int, [c_void_p, c_uint64]),
+    "rocmmem_model_evict_ack_generation": (c_int, [c_void_p, c_uint64, c_uint64]),
+    "rocmmem_model_generation": (c_uint64, [c_void_p, c_uint64]),
     "rocmmem_model_evict": (c_int, [c_void_p, c_uint64, P(c_uint64)]),
     "rocmmem_model_pin": (c_int, [c_void_p, c_uint64, c_int]),
     "rocmmem_set_event_callback": (c_int, [c_void_p, EVENT_FN, c_void_p]),
