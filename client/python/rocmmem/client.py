@@ -699,10 +699,13 @@ class Client:
             model.resident = False
         try:
             self._call("rocmmem_model_evict_ack_generation", model.id, generation)
+            log.debug("rocmmem: acked the eviction of model %d '%s' generation %d", model.id,
+                      model.name, generation)
         except Error as e:
             # ESTALE: the eviction is over already (revoked at its deadline; the daemon logs
             # it); closed or gone: nothing to tell.
-            log.debug("rocmmem: ack of model %d '%s': %s", model.id, model.name, e)
+            log.debug("rocmmem: ack of model %d '%s' generation %d: %s", model.id, model.name,
+                      generation, e)
 
     # --- closing -------------------------------------------------------------------------
 
