@@ -95,6 +95,7 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 	ctl_json_u64(o, "largest_with_eviction_bytes", v->largest_with_eviction);
 	ctl_json_u64(o, "evictable_bytes", v->evictable_bytes);
 	ctl_json_u64(o, "models_resident", v->models_resident);
+	ctl_json_u64(o, "awaiting_redeclare_bytes", v->awaiting_redeclare_bytes);
 	ctl_json_str(o, "handle", handle_name(v->handle_kind)); /* the same as "sharing" */
 	ctl_json_str(o, "sharing", v->sharing);
 	ctl_json_str(o, "pci_bus_id", v->pci_bus_id);

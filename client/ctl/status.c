@@ -86,6 +86,49 @@ static json_object *access_json(const rocmmem_status *st)
 	return o;
 }
 
+/* awaiting_json: what the previous daemon's clients have not re-declared yet, per process. */
+static json_object *awaiting_json(const rocmmem_status *st)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < rocmmem_status_awaiting_count(st); i++) {
+		const struct rocmmem_awaiting_info *v = rocmmem_status_awaiting(st, i);
+		json_object *o = json_object_new_object();
+
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_i64(o, "pid", v->pid);
+		ctl_json_u64(o, "uid", v->uid);
+		ctl_json_u64(o, "leases", v->leases);
+		ctl_json_u64(o, "lease_bytes", v->lease_bytes);
+		ctl_json_u64(o, "models", v->models);
+		ctl_json_u64(o, "reserved_bytes", v->reserved_bytes);
+		ctl_json_u64(o, "bytes", v->lease_bytes + v->reserved_bytes);
+		ctl_json_u64(o, "grace_left_ms", v->grace_left_ms);
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+/* print_awaiting lists, after a restart, what is accounted for processes still to re-declare. */
+static void print_awaiting(const rocmmem_status *st)
+{
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
+
+	if (!rocmmem_status_awaiting_count(st))
+		return;
+	printf("\nAWAITING RE-DECLARATION (held under the previous daemon, counted as leased)\n"
+	       "%-8s %-6s %-6s %7s %10s %7s %10s  %s\n",
+	       "PID", "UID", "DEVICE", "LEASES", "LEASED", "MODELS", "RESERVED", "FORGOTTEN IN");
+	for (size_t i = 0; i < rocmmem_status_awaiting_count(st); i++) {
+		const struct rocmmem_awaiting_info *v = rocmmem_status_awaiting(st, i);
+
+		printf("%-8d %-6u %-6u %7u %10s %7u %10s  %.1f s\n", (int)v->pid, v->uid, v->device,
+		       v->leases, size_format(v->lease_bytes, a, sizeof(a)), v->models,
+		       size_format(v->reserved_bytes, b, sizeof(b)),
+		       (double)v->grace_left_ms / 1000.0);
+	}
+}
+
 static json_object *status_json(const rocmmem_status *st)
 {
 	const struct rocmmem_daemon_info *d = rocmmem_status_daemon(st);
@@ -144,6 +187,7 @@ static json_object *status_json(const rocmmem_status *st)
 			       ctl_counters_json(rocmmem_status_counters(st), false));
 	json_object_object_add(root, "limits", limits_json(st));
 	json_object_object_add(root, "access", access_json(st));
+	json_object_object_add(root, "awaiting_redeclare", awaiting_json(st));
 	return root;
 }
 
@@ -384,6 +428,7 @@ static void print_table(const rocmmem_status *st)
 			       ctl_duration(v->age_ms / 1000, t, sizeof(t)), v->tag);
 		}
 	}
+	print_awaiting(st);
 	if (rocmmem_status_model_count(st)) {
 		printf("\n");
 		ctl_models_table(st, -1);

@@ -354,6 +354,9 @@ struct rocmmem_device_info {
 	uint64_t largest_with_eviction; /* granted once those models are evicted */
 	uint64_t oldest_wait_ms;	/* how long the head of its queue has waited */
 	uint32_t models_resident;
+	/* After a restart: of leased_bytes and reserved_bytes, what the previous daemon's clients
+	 * have not re-declared yet (rocmmem_status_awaiting). */
+	uint64_t awaiting_redeclare_bytes;
 };
 
 /* A process holding memory on a device, as the device's telemetry sees it. */
@@ -510,6 +513,28 @@ struct rocmmem_access_info {
 };
 
 ROCMMEM_EXPORT const struct rocmmem_access_info *rocmmem_status_access(const rocmmem_status *st);
+
+/*
+ * What awaits re-declaration after a restart of the daemon, for one process on one device: the
+ * previous daemon granted it, the state file recorded it, and the new daemon accounts it in
+ * leased_bytes and reserved_bytes until its holder re-declares it or the grace period ends. It
+ * belongs to no connection yet, so it is listed here and not among clients, leases and models.
+ */
+struct rocmmem_awaiting_info {
+	uint32_t device;
+	int32_t pid; /* the process that held it */
+	uint32_t uid;
+	uint32_t leases;
+	uint64_t lease_bytes;
+	uint32_t models; /* model reservations */
+	uint64_t reserved_bytes;
+	uint64_t grace_left_ms; /* forgotten then, unless re-declared before */
+};
+
+/* Largest first; only in a status reply (rocmmem_status_get), never in a sample. */
+ROCMMEM_EXPORT size_t rocmmem_status_awaiting_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_awaiting_info *rocmmem_status_awaiting(const rocmmem_status *st,
+									   size_t index);
 
 /* Counts and items: index must be below the count, else NULL is returned. */
 ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);

@@ -131,6 +131,8 @@ static int lost_error(const rocmmem_client *c)
 	    (unsigned long long)(c->next_attempt_ms > now ? c->next_attempt_ms - now : 0));
 }
 
+static void last_words(rocmmem_client *c, uint64_t gen);
+
 int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t *gen)
 {
 	uint8_t small[1024], *buf;
@@ -154,6 +156,7 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
 	pthread_mutex_lock(&c->lock);
 	c->sending--;
 	if (err == -ECONNRESET) {
+		last_words(c, *gen);
 		reconnect_lost(c, *gen, err, "the connection to rocmmemd ended");
 		if (c->reconnecting)
 			err = CONN_LOST;
@@ -467,6 +470,30 @@ static bool pump_socket(rocmmem_client *c, int64_t timeout_ms)
 		reconnect_lost(c, gen, rc, why);
 	pthread_cond_broadcast(&c->cond);
 	return rc != 0;
+}
+
+/*
+ * last_words files what a daemon that closed connection gen sent before it did (that it stops,
+ * why it refused us), which a failed send would otherwise leave unread: whether the end is
+ * final, and whether the daemon took this client's memory back, depends on it. Lock held.
+ */
+static void last_words(rocmmem_client *c, uint64_t gen)
+{
+	while (!c->reading && c->gen == gen && !c->broken && !c->reconnecting) {
+		struct inmsg *m = NULL;
+		char why[256];
+		int rc;
+
+		c->reading = true;
+		pthread_mutex_unlock(&c->lock);
+		rc = receive_one(c, 0, &m, why, sizeof(why));
+		pthread_mutex_lock(&c->lock);
+		c->reading = false;
+		if (rc <= 0)
+			break;
+		file_message(c, m);
+	}
+	pthread_cond_broadcast(&c->cond);
 }
 
 static struct inmsg *take_reply(rocmmem_client *c, uint64_t id)

@@ -570,6 +570,96 @@ static void test_dead_holder_is_forgotten_after_grace(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* reserver: a client process with a lease and a model in use; re-declares only when told. */
+static int reserver(void *arg, int in, int out)
+{
+	const struct daemon_proc *d = arg;
+	struct rocmmem_lease_request req = {.size = 16 * MiB};
+	struct rocmmem_model_desc desc = {.name = "kept-model", .size = 8 * MiB};
+	rocmmem_client *c = NULL;
+	rocmmem_lease *l = NULL;
+	uint64_t model;
+	int64_t cmd;
+
+	if (rocmmem_connect(d->sock, "reserver", 5000, &c) ||
+	    rocmmem_model_register(c, &desc, &model) || rocmmem_model_acquire(c, model, 0) ||
+	    rocmmem_lease_acquire(c, &req, &l))
+		return 1;
+	pipe_put(out, (int64_t)rocmmem_lease_id(l));
+	/* No thread of the library's own: nothing is re-declared until this process calls. */
+	pipe_get(in, &cmd, 60000);
+	pipe_put(out, rocmmem_trim(c, -1, NULL)); /* finds the daemon gone, comes back with all */
+	pipe_get(in, &cmd, 60000);
+	return 0;
+}
+
+/*
+ * test_grace_period_lists_what_awaits: after a restart, what a process has not re-declared yet
+ * is accounted (leased, reserved) and listed as awaiting re-declaration, by process, with the
+ * time left; a refusal meanwhile names it instead of "held by no other client".
+ */
+static void test_grace_period_lists_what_awaits(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--restart-grace", "30", NULL};
+	struct rocmmem_lease_request big = {.size = 48 * MiB};
+	const struct rocmmem_awaiting_info *w;
+	const struct rocmmem_device_info *dev;
+	struct daemon_proc d;
+	struct child ch;
+	rocmmem_client *c;
+	rocmmem_lease *l = NULL;
+	rocmmem_status *st;
+	int64_t id, took;
+	char text[160];
+
+	(void)state;
+	assert_int_equal(harness_daemon_start(&d, args), 0);
+	assert_int_equal(child_start(&ch, reserver, &d), 0);
+	assert_true(pipe_get(ch.from_child, &id, 5000) && id > 0);
+	kill9(&d);
+	restart(&d, args);
+	st = status(&d);
+	assert_int_equal(rocmmem_status_awaiting_count(st), 1);
+	w = rocmmem_status_awaiting(st, 0);
+	assert_int_equal(w->pid, ch.pid);
+	assert_int_equal(w->uid, getuid());
+	assert_int_equal(w->device, 0);
+	assert_int_equal(w->leases, 1);
+	assert_int_equal(w->lease_bytes, 16 * MiB);
+	assert_int_equal(w->models, 1);
+	assert_int_equal(w->reserved_bytes, 8 * MiB);
+	assert_true(w->grace_left_ms > 0 && w->grace_left_ms <= 30000);
+	dev = rocmmem_status_device(st, 0);
+	assert_int_equal(dev->awaiting_redeclare_bytes, 24 * MiB);
+	assert_int_equal(dev->leased_bytes, 16 * MiB);
+	assert_int_equal(dev->reserved_bytes, 8 * MiB);
+	assert_int_equal(rocmmem_status_lease_count(st), 0);
+	rocmmem_status_free(st);
+	/* A refusal names what waits, and who is to re-declare it. */
+	c = harness_connect(&d, "newcomer");
+	assert_int_equal(rocmmem_lease_acquire(c, &big, &l), -ENOMEM);
+	snprintf(text, sizeof(text),
+		 "held by no connected client; 24 MiB awaits re-declaration by pid %d until the "
+		 "restart's grace period ends in",
+		 (int)ch.pid);
+	if (!strstr(rocmmem_last_error(), text))
+		fail_msg("the refusal says: %s", rocmmem_last_error());
+	/* Re-declared: listed as a lease and a model of a client again, no longer as awaiting. */
+	pipe_put(ch.to_child, 1);
+	assert_true(pipe_get(ch.from_child, &took, 15000));
+	assert_int_equal(took, 0);
+	st = status(&d);
+	assert_int_equal(rocmmem_status_awaiting_count(st), 0);
+	assert_int_equal(rocmmem_status_device(st, 0)->awaiting_redeclare_bytes, 0);
+	assert_non_null(find_lease(st, (uint64_t)id));
+	assert_non_null(find_model(st, "kept-model"));
+	rocmmem_status_free(st);
+	pipe_put(ch.to_child, 1);
+	assert_int_equal(child_wait(&ch, 5000), 0);
+	rocmmem_disconnect(c);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 static void test_smaller_budget_after_restart(void **state)
 {
 	static const char *const big[] = {"--budget", "64M", NULL};
@@ -967,6 +1057,7 @@ int main(void)
 	    cmocka_unit_test(test_release_while_away),
 	    cmocka_unit_test(test_forged_redeclarations_are_refused),
 	    cmocka_unit_test(test_dead_holder_is_forgotten_after_grace),
+	    cmocka_unit_test(test_grace_period_lists_what_awaits),
 	    cmocka_unit_test(test_smaller_budget_after_restart),
 	    cmocka_unit_test(test_lost_state_file_refuses_leases),
 	    cmocka_unit_test(test_model_ids_are_mapped),

@@ -76,6 +76,7 @@ def device(lib, st, index):
         "largest_with_eviction_bytes": v.largest_with_eviction,
         "evictable_bytes": v.evictable_bytes,
         "models_resident": v.models_resident,
+        "awaiting_redeclare_bytes": v.awaiting_redeclare_bytes,
         "handle": N.HANDLE_NAMES.get(v.handle_kind, "none"),
         "sharing": text(v.sharing),
         "pci_bus_id": text(v.pci_bus_id),
@@ -163,6 +164,12 @@ def status(lib, st):
                    for v in _each(lib, st, "limit")},
         "access": {"peers_refused": access.peers_refused,
                    "requests_refused": access.requests_refused},
+        "awaiting_redeclare": [
+            {"device": v.device, "pid": v.pid, "uid": v.uid, "leases": v.leases,
+             "lease_bytes": v.lease_bytes, "models": v.models,
+             "reserved_bytes": v.reserved_bytes, "bytes": v.lease_bytes + v.reserved_bytes,
+             "grace_left_ms": v.grace_left_ms}
+            for v in _each(lib, st, "awaiting")],
     }
 
 

@@ -96,7 +96,14 @@ class DeviceInfo(ctypes.Structure):
                 ("temperature_mc", c_int32), ("power_mw", c_uint32),
                 ("busy_percent", c_uint32), ("largest_grantable", c_uint64),
                 ("evictable_bytes", c_uint64), ("largest_with_eviction", c_uint64),
-                ("oldest_wait_ms", c_uint64), ("models_resident", c_uint32)]
+                ("oldest_wait_ms", c_uint64), ("models_resident", c_uint32),
+                ("awaiting_redeclare_bytes", c_uint64)]
+
+
+class AwaitingInfo(ctypes.Structure):
+    _fields_ = [("device", c_uint32), ("pid", c_int32), ("uid", c_uint32), ("leases", c_uint32),
+                ("lease_bytes", c_uint64), ("models", c_uint32), ("reserved_bytes", c_uint64),
+                ("grace_left_ms", c_uint64)]
 
 
 class ProcessInfo(ctypes.Structure):
@@ -200,6 +207,7 @@ STRUCTS = {
     "rocmmem_denial_info": DenialInfo,
     "rocmmem_limit_info": LimitInfo,
     "rocmmem_access_info": AccessInfo,
+    "rocmmem_awaiting_info": AwaitingInfo,
     "rocmmem_model_desc": ModelDesc,
     "rocmmem_sample_info": SampleInfo,
     "rocmmem_telemetry_event": TelemetryEvent,
@@ -260,6 +268,8 @@ PROTOTYPES = {
     "rocmmem_status_model": (P(ModelInfo), [c_void_p, c_size_t]),
     "rocmmem_status_waiter_count": (c_size_t, [c_void_p]),
     "rocmmem_status_waiter": (P(WaiterInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_awaiting_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_awaiting": (P(AwaitingInfo), [c_void_p, c_size_t]),
     "rocmmem_trim": (c_int, [c_void_p, c_int, P(c_uint64)]),
     "rocmmem_metrics": (c_int, [c_void_p, P(c_void_p)]),
     "rocmmem_model_register": (c_int, [c_void_p, P(ModelDesc), P(c_uint64)]),
