@@ -210,8 +210,9 @@ class Generations(PyTestCase):
             [model] = st["models"]
             self.assertEqual((model["state"], model["bytes"]), ("idle", 12 << 20), model)
         p.stdin.write(b"exit\n")
-        p.stdin.flush()
+        p.stdin.close()
         self.assertEqual(p.wait(15), 0)
+        p.stdout.close()
         stale_acks = int(done[4])
         print(f"{ROUNDS} rounds ({mode}): {stale_acks} late acks refused as stale")
         if mode == "slow":
@@ -221,6 +222,64 @@ class Generations(PyTestCase):
 
     def test_slow_on_evict(self):
         self.replay("slow")
+
+    def test_holdings_wait_for_the_unload_and_skip_stale_ones(self):
+        # What the integrations share (rocmmem._holding): an unload that began before a
+        # hold's acquire returned is waited for, so the host reloads; none of an older
+        # residency runs after the hold.
+        from rocmmem import _holding
+
+        self.start_daemon(budget="24M", extra=["--evict-deadline", str(DEADLINE)])
+        lock = threading.RLock()
+        log = []
+
+        class Host(_holding.Holdings):
+            def on_evict(self, handle):
+                log.append(("begin", "evict"))
+                time.sleep(SLOW)
+                with lock:
+                    slot.loaded = False
+                log.append(("end", "evict"))
+
+            def on_revoked(self, handle, reason):
+                log.append(("begin", "revoked"))
+                with lock:
+                    slot.loaded = False
+                log.append(("end", "revoked"))
+
+        c = self.connect(name="py-f4-holdings")
+        c.start_event_thread()
+        req = self.connect(name="py-f4-requester")
+        host = Host(c, lock, 15)
+        slot = _holding.Slot(object, 0, "held", "other", 32 << 20)
+        with lock:
+            host.entries[id(object)] = slot
+        host.register(slot, 8 << 20)
+        for r in range(max(10, ROUNDS // 10)):
+            host.hold(slot, 8 << 20)
+            slot.loaded = True  # the host loads the weights
+            gen = slot.generation
+            host.release(slot)
+            del log[:]
+            t = threading.Thread(target=self.take_room, args=(req,))
+            t.start()
+            poll_until(lambda: log, 15, what="the unload to start")
+            host.hold(slot, 8 << 20)  # while the slow unload runs past the deadline
+            # It returned once every unload that had begun was over: the host sees that it
+            # must load the weights again.
+            self.assertEqual(log.count(("begin", "evict")), 1, log)
+            self.assertEqual([k for k, _ in log].count("begin"),
+                             [k for k, _ in log].count("end"), log)
+            self.assertFalse(slot.loaded)
+            self.assertGreater(slot.generation, gen)
+            slot.loaded = True
+            seen = len(log)
+            t.join(30)
+            # What is left of the old residency (its revocation) never reaches the host.
+            c.dispatch()
+            self.assertTrue(slot.loaded, log)
+            self.assertEqual(len(log), seen, log)
+            host.release(slot)
 
     def test_owner_stopped_and_continued(self):
         self.replay("stop")
