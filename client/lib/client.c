@@ -160,6 +160,8 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
 		reconnect_lost(c, *gen, err, "the connection to rocmmemd ended");
 		if (c->reconnecting)
 			err = CONN_LOST;
+		else if (c->broken && c->refused) /* the daemon said why: that is the error */
+			err = error_set(c->broken_err, "%s", c->broken_msg);
 	}
 	if (c->sending == 0)
 		pthread_cond_broadcast(&c->cond);
