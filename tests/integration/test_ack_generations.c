@@ -193,11 +193,44 @@ static void evict_once(pthread_t *t)
 		usleep(2000);
 }
 
-static void test_acks_name_their_eviction(void **state)
+/* raw_register registers an 8 MiB model; its answer names generation 1. */
+static uint64_t raw_register(int fd)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelRegister reg = ROCMMEM__WIRE__MODEL_REGISTER__INIT;
 	Rocmmem__Wire__ServerMessage *m;
+	uint64_t model;
+
+	reg.name = (char *)"raw-model";
+	reg.has_size = true;
+	reg.size = 8 * MiB;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER;
+	msg.model_register = &reg;
+	raw_reply(fd, raw_send(fd, &msg), &m);
+	model = m->reply->model->model_id;
+	assert_int_equal(m->reply->model->generation, 1);
+	rocmmem__wire__server_message__free_unpacked(m, NULL);
+	return model;
+}
+
+/* Not being evicted: forged, zero, current or no generation, all -EINVAL; a stranger gets
+ * -EPERM, an unknown model -ENOENT. */
+static void bad_acks_while_idle(int fd, int other, uint64_t model)
+{
+	char why[512];
+
+	assert_int_equal(raw_ack(fd, model, 7, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "has no generation 7"));
+	assert_int_equal(raw_ack(fd, model, 0, why, sizeof(why)), -EINVAL);
+	assert_int_equal(raw_ack(fd, model, 1, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "was not asked to unload"));
+	assert_int_equal(raw_ack(fd, model, UINT64_MAX, why, sizeof(why)), -EINVAL);
+	assert_int_equal(raw_ack(other, model, 1, why, sizeof(why)), -EPERM);
+	assert_int_equal(raw_ack(fd, model + 100, 1, why, sizeof(why)), -ENOENT);
+}
+
+static void test_acks_name_their_eviction(void **state)
+{
 	int fd = harness_raw_connect(&daemon_), other = harness_raw_connect(&daemon_);
 	uint64_t model, gen = 0, lgen = 0;
 	int64_t lease;
@@ -208,30 +241,12 @@ static void test_acks_name_their_eviction(void **state)
 	(void)state;
 	assert_int_equal(harness_raw_hello(fd, 1, "f4-raw-owner"), 0);
 	assert_int_equal(harness_raw_hello(other, 1, "f4-raw-stranger"), 0);
-	reg.name = (char *)"raw-model";
-	reg.has_size = true;
-	reg.size = 8 * MiB;
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER;
-	msg.model_register = &reg;
-	raw_reply(fd, raw_send(fd, &msg), &m);
-	model = m->reply->model->model_id;
+	model = raw_register(fd);
 	assert_int_equal(model, 1); /* the first model of this daemon: evict_once watches it */
-	assert_int_equal(m->reply->model->generation, 1);
-	rocmmem__wire__server_message__free_unpacked(m, NULL);
 	assert_int_equal(raw_model(fd, true, model, &gen), 0);
 	assert_int_equal(gen, 1);
 	assert_int_equal(raw_model(fd, false, model, NULL), 0);
-
-	/* Not being evicted: forged, zero, current or no generation, all -EINVAL; a stranger
-	 * gets -EPERM, an unknown model -ENOENT. */
-	assert_int_equal(raw_ack(fd, model, 7, why, sizeof(why)), -EINVAL);
-	assert_non_null(strstr(why, "has no generation 7"));
-	assert_int_equal(raw_ack(fd, model, 0, why, sizeof(why)), -EINVAL);
-	assert_int_equal(raw_ack(fd, model, 1, why, sizeof(why)), -EINVAL);
-	assert_non_null(strstr(why, "was not asked to unload"));
-	assert_int_equal(raw_ack(fd, model, UINT64_MAX, why, sizeof(why)), -EINVAL);
-	assert_int_equal(raw_ack(other, model, 1, why, sizeof(why)), -EPERM);
-	assert_int_equal(raw_ack(fd, model + 100, 1, why, sizeof(why)), -ENOENT);
+	bad_acks_while_idle(fd, other, model);
 
 	/* Generation 1 is revoked at the deadline: its events name it, its late ack is stale. */
 	raw_nev = 0;
