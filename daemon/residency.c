@@ -202,7 +202,7 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 			  .bytes = bytes,
 			  .model_id = m->id,
 			  .model_name = m->name};
-	struct lease *l, *next;
+	struct lease *l, *next, *last;
 
 	if (m->evicting) {
 		uv_timer_stop(&m->deadline);
@@ -235,8 +235,11 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		m->reservation = 0;
 	}
 	adopt_model_changed(a, m);
+	/* Freeing may grant a lease tagged with the model's next residency: it is linked after
+	 * `last`, and stays. */
+	last = TAILQ_LAST(&c->leases, lease_list);
 	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
-		next = TAILQ_NEXT(l, client_link);
+		next = l == last ? NULL : TAILQ_NEXT(l, client_link);
 		if (l->model == m)
 			arbiter_lease_destroy(a, l);
 	}

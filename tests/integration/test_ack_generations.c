@@ -170,25 +170,25 @@ static enum rocmmem_model_state model_state_of(uint64_t model)
 	return s;
 }
 
-/* requester_thread: a raw requester whose lease needs the model's room, released at once. */
+/* requester_thread: a raw requester whose lease (arg bytes) needs the model's room, released
+ * at once. */
 static void *requester_thread(void *arg)
 {
 	int fd = harness_raw_connect(&daemon_);
 	int64_t id;
 
-	(void)arg;
 	if (fd < 0 || harness_raw_hello(fd, 1, "f4-raw-requester") != 0)
 		return (void *)1;
-	id = raw_lease(fd, 32 * MiB, 0, NULL);
+	id = raw_lease(fd, (uint64_t)(uintptr_t)arg, 0, NULL);
 	close(fd); /* its lease goes with the connection */
 	return id > 0 ? NULL : (void *)2;
 }
 
-static void evict_once(pthread_t *t)
+static void evict_once(pthread_t *t, uint64_t bytes)
 {
 	long end = harness_now_ms() + WAIT_MS;
 
-	pthread_create(t, NULL, requester_thread, NULL);
+	pthread_create(t, NULL, requester_thread, (void *)(uintptr_t)bytes);
 	while (model_state_of(1) != ROCMMEM_MODEL_EVICTING && harness_now_ms() < end)
 		usleep(2000);
 }
@@ -250,7 +250,7 @@ static void test_acks_name_their_eviction(void **state)
 
 	/* Generation 1 is revoked at the deadline: its events name it, its late ack is stale. */
 	raw_nev = 0;
-	evict_once(&t);
+	evict_once(&t, 32 * MiB);
 	assert_int_equal(raw_ack(other, model, 1, why, sizeof(why)), -EPERM);
 	pthread_join(t, &ret);
 	assert_null(ret);
@@ -270,7 +270,7 @@ static void test_acks_name_their_eviction(void **state)
 	assert_int_equal(lgen, 2);
 	assert_int_equal(raw_model(fd, false, model, NULL), 0);
 	raw_nev = 0;
-	evict_once(&t);
+	evict_once(&t, 32 * MiB);
 	assert_int_equal(raw_ack(fd, model, 1, why, sizeof(why)), -ESTALE);
 	assert_int_equal(raw_ack(fd, model, 3, why, sizeof(why)), -EINVAL);
 	assert_int_equal(model_state_of(model), ROCMMEM_MODEL_EVICTING);
@@ -289,7 +289,7 @@ static void test_acks_name_their_eviction(void **state)
 	assert_int_equal(raw_model(fd, true, model, &gen), 0);
 	assert_int_equal(gen, 3);
 	assert_int_equal(raw_model(fd, false, model, NULL), 0);
-	evict_once(&t);
+	evict_once(&t, 32 * MiB);
 	assert_int_equal(raw_ack(fd, model, UINT64_MAX, why, sizeof(why)), 0);
 	pthread_join(t, &ret);
 	assert_null(ret);
@@ -297,6 +297,66 @@ static void test_acks_name_their_eviction(void **state)
 	assert_true(harness_log_contains(&daemon_, "warn: refused an evict ack of"));
 	close(fd);
 	close(other);
+}
+
+/*
+ * test_next_residency_lease_survives_unload: freeing the memory of a residency that ends may
+ * grant, then and there, a lease tagged with the model's next residency; the unload takes only
+ * the leases of the residency that ends.
+ */
+static void test_next_residency_lease_survives_unload(void **state)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
+	int fd = harness_raw_connect(&daemon_);
+	rocmmem_client *obs = harness_connect(&daemon_, "f4-observer");
+	rocmmem_status *st = NULL;
+	uint64_t model, old[2], gen = 0;
+	unsigned tagged = 0;
+	pthread_t t;
+	char why[512];
+	void *ret;
+
+	(void)state;
+	assert_int_equal(harness_raw_hello(fd, 1, "f4-raw-owner"), 0);
+	model = raw_register(fd);
+	assert_int_equal(raw_model(fd, true, model, &gen), 0);
+	for (int i = 0; i < 2; i++)
+		old[i] = (uint64_t)raw_lease(fd, 2 * MiB, model, NULL);
+	assert_int_equal(raw_model(fd, false, model, NULL), 0);
+	/* 12 MiB resident, 20 free: 24 MiB needs the model evicted. While it is, the owner asks
+	 * for a new tagged lease; it waits for the eviction to end. */
+	raw_nev = 0;
+	evict_once(&t, 24 * MiB);
+	acq.has_size = acq.has_timeout_ms = acq.has_model_id = true;
+	acq.size = 2 * MiB;
+	acq.timeout_ms = WAIT_MS;
+	acq.model_id = model;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
+	msg.lease_acquire = &acq;
+	raw_send(fd, &msg);
+	assert_int_equal(raw_ack(fd, model, 1, why, sizeof(why)), 0);
+	pthread_join(t, &ret);
+	assert_null(ret);
+	/* Both old leases went with generation 1; the new one, of generation 2, stays. */
+	for (unsigned i = 0; i < raw_nev; i++)
+		if (raw_ev[i].type == ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED) {
+			assert_true(raw_ev[i].lease_id == old[0] || raw_ev[i].lease_id == old[1]);
+			assert_int_equal(raw_ev[i].generation, 1);
+		}
+	assert_int_equal(rocmmem_status_get(obs, &st), 0);
+	for (size_t i = 0; i < rocmmem_status_lease_count(st); i++) {
+		const struct rocmmem_lease_info *l = rocmmem_status_lease(st, i);
+
+		if (l->model_id == model) {
+			tagged++;
+			assert_true(l->id != old[0] && l->id != old[1]);
+		}
+	}
+	rocmmem_status_free(st);
+	assert_int_equal(tagged, 1);
+	rocmmem_disconnect(obs);
+	close(fd);
 }
 
 /* ----------------------------------------------------------------------------------------- */
@@ -320,6 +380,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_acks_name_their_eviction, start, stop),
+	    cmocka_unit_test_setup_teardown(test_next_residency_lease_survives_unload, start, stop),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
