@@ -170,18 +170,23 @@ static enum rocmmem_model_state model_state_of(uint64_t model)
 	return s;
 }
 
-/* requester_thread: a raw requester whose lease (arg bytes) needs the model's room, released
- * at once. */
+/*
+ * requester_thread: a requester whose lease (arg bytes) needs the model's room, released at
+ * once. Through librocmmem: the harness's raw receive is for one thread only.
+ */
 static void *requester_thread(void *arg)
 {
-	int fd = harness_raw_connect(&daemon_);
-	int64_t id;
+	struct rocmmem_lease_request req = {.size = (uint64_t)(uintptr_t)arg,
+					    .timeout_ms = WAIT_MS};
+	rocmmem_client *c = NULL;
+	rocmmem_lease *l = NULL;
+	int err = rocmmem_connect(daemon_.sock, "f4-requester", 5000, &c);
 
-	if (fd < 0 || harness_raw_hello(fd, 1, "f4-raw-requester") != 0)
-		return (void *)1;
-	id = raw_lease(fd, (uint64_t)(uintptr_t)arg, 0, NULL);
-	close(fd); /* its lease goes with the connection */
-	return id > 0 ? NULL : (void *)2;
+	if (!err)
+		err = rocmmem_lease_acquire(c, &req, &l);
+	rocmmem_lease_release(l);
+	rocmmem_disconnect(c);
+	return err ? (void *)1 : NULL;
 }
 
 static void evict_once(pthread_t *t, uint64_t bytes)
