@@ -865,6 +865,9 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	}
 	adopt_model_changed(a, m); /* its record, under this id and process (none if 0) */
 	m->use_count = req->has_use_count ? req->use_count : 0;
+	/* Its residency goes on: the owner compares generations across the restart. */
+	if (req->has_generation && req->generation > 0 && req->generation <= MODEL_GENERATION_MAX)
+		m->generation = req->generation;
 	if (note[0])
 		log_warn("%s", note);
 	log_info("%s re-declared model %" PRIu64 " '%s' (was %" PRIu64 ", %s reserved, %u in use)",
@@ -874,6 +877,8 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	body.model_id = m->id;
 	body.has_reservation = true;
 	body.reservation = m->reservation;
+	body.has_generation = true;
+	body.generation = m->generation;
 	reply.has_id = true;
 	reply.id = request_id;
 	reply.has_error = true;
@@ -913,4 +918,91 @@ void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_
 	client_reply_ok(c, request_id);
 	if (forgotten)
 		arbiter_pump(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* What awaits re-declaration (status, explanations) */
+
+/* awaiting_add counts a pending record into its device and process's entry. */
+static void awaiting_add(struct adopt_awaiting *v, size_t *n, const struct pending *p,
+			 bool is_lease)
+{
+	struct adopt_awaiting *e = NULL;
+
+	for (size_t i = 0; i < *n && !e; i++)
+		if (v[i].device == p->rec.device && v[i].pid == p->rec.pid &&
+		    v[i].uid == p->rec.uid)
+			e = &v[i];
+	if (!e) {
+		e = &v[(*n)++];
+		*e = (struct adopt_awaiting){
+		    .device = p->rec.device, .pid = p->rec.pid, .uid = p->rec.uid};
+	}
+	if (is_lease) {
+		e->leases++;
+		e->lease_bytes += p->rec.size;
+	} else {
+		e->models++;
+		e->reserved_bytes += p->rec.size;
+	}
+}
+
+static int cmp_awaiting(const void *x, const void *y)
+{
+	const struct adopt_awaiting *a = x, *b = y;
+	uint64_t ab = a->lease_bytes + a->reserved_bytes, bb = b->lease_bytes + b->reserved_bytes;
+
+	return ab > bb ? -1 : ab < bb;
+}
+
+size_t adopt_awaiting(const struct arbiter *a, int device, struct adopt_awaiting *out, size_t max)
+{
+	const struct adopt *ad = a->adopt;
+	struct adopt_awaiting *v;
+	size_t n = 0;
+
+	if (!ad || ad->open == 0)
+		return 0;
+	v = calloc(ad->open, sizeof(*v));
+	if (!v)
+		return 0;
+	for (int k = 0; k < 2; k++) {
+		const struct pending_set *set = k == 0 ? &ad->leases : &ad->models;
+
+		for (size_t i = 0; i < set->n; i++) {
+			const struct pending *p = &set->v[i];
+
+			if (!p->gone && (device < 0 || p->rec.device == (unsigned)device) &&
+			    n < ad->open)
+				awaiting_add(v, &n, p, k == 0);
+		}
+	}
+	qsort(v, n, sizeof(*v), cmp_awaiting);
+	memcpy(out, v, (n < max ? n : max) * sizeof(*v));
+	free(v);
+	return n;
+}
+
+uint64_t adopt_awaiting_bytes(const struct arbiter *a, unsigned device)
+{
+	const struct adopt *ad = a->adopt;
+	uint64_t bytes = 0;
+
+	for (int k = 0; ad && ad->open && k < 2; k++) {
+		const struct pending_set *set = k == 0 ? &ad->leases : &ad->models;
+
+		for (size_t i = 0; i < set->n; i++)
+			if (!set->v[i].gone && set->v[i].rec.device == device)
+				bytes += set->v[i].rec.size;
+	}
+	return bytes;
+}
+
+uint64_t adopt_grace_left_ms(const struct arbiter *a)
+{
+	const struct adopt *ad = a->adopt;
+
+	if (!ad || !ad->timer_init || ad->grace_over || ad->open == 0)
+		return 0;
+	return uv_timer_get_due_in(&ad->grace);
 }

@@ -60,4 +60,27 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 			   const Rocmmem__Wire__ModelRedeclare *req);
 void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_id);
 
+/* What one process of the previous daemon holds on one device, not re-declared yet. */
+struct adopt_awaiting {
+	unsigned device;
+	int32_t pid;
+	uint32_t uid;
+	unsigned leases, models;
+	uint64_t lease_bytes, reserved_bytes;
+};
+
+/*
+ * adopt_awaiting fills out (up to max entries, largest first) with what awaits re-declaration,
+ * one entry per device and process, on device (< 0: every device); returns how many entries
+ * there are in all (more than max when some were left out). Its bytes are accounted on the
+ * devices (leased, reserved) but belong to no connection.
+ */
+size_t adopt_awaiting(const struct arbiter *a, int device, struct adopt_awaiting *out, size_t max);
+
+/* adopt_awaiting_bytes sums what awaits re-declaration on a device. */
+uint64_t adopt_awaiting_bytes(const struct arbiter *a, unsigned device);
+
+/* adopt_grace_left_ms is the time left before what awaits re-declaration is forgotten. */
+uint64_t adopt_grace_left_ms(const struct arbiter *a);
+
 #endif

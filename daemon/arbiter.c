@@ -367,6 +367,10 @@ static void reply_grant(struct arbiter *a, struct client *c, uint64_t request_id
 	}
 	if (d->pci_bus_id[0])
 		body.pci_bus_id = (char *)d->pci_bus_id;
+	if (l->model) {
+		body.has_model_generation = true;
+		body.model_generation = l->model->generation;
+	}
 	reply.has_id = true;
 	reply.id = request_id;
 	reply.has_error = true;

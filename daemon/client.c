@@ -541,8 +541,7 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 		    msg->model_unregister->has_model_id ? msg->model_unregister->model_id : 0);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
-		residency_evict_ack(&s->arbiter, c, id,
-				    msg->evict_ack->has_model_id ? msg->evict_ack->model_id : 0);
+		residency_evict_ack(&s->arbiter, c, id, msg->evict_ack);
 		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
 		dispatch_admin(c, id, msg->admin);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "adopt.h"
 #include "arbiter.h"
 #include "client.h"
 #include "device.h"
@@ -113,6 +114,11 @@ struct facts {
 	struct top being_evicted;  /* models whose owners were asked to unload */
 	const struct model *rival; /* another client's model in use of an excluded class */
 	bool rival_idle;	   /* an excluded class is resident but evictable */
+	/* After a restart: what processes of the previous daemon have yet to re-declare. */
+	struct adopt_awaiting awaiting[EXPLAIN_TOP];
+	size_t nawaiting; /* processes in all (beyond EXPLAIN_TOP too) */
+	uint64_t awaiting_bytes;
+	uint64_t grace_left_ms;
 };
 
 static uint64_t client_bytes_on(const struct client *c, unsigned dev, uint64_t *in_models)
@@ -151,6 +157,11 @@ static void gather(const struct arbiter *a, const struct device *d, const struct
 	f->releasing = d->releasing;
 	f->evicting = residency_evicting_bytes(d);
 	f->oldest_ms = device_oldest_wait_ms(d, f->now_ms);
+	f->nawaiting = adopt_awaiting(a, (int)d->index, f->awaiting, EXPLAIN_TOP);
+	if (f->nawaiting) {
+		f->awaiting_bytes = adopt_awaiting_bytes(a, d->index);
+		f->grace_left_ms = adopt_grace_left_ms(a);
+	}
 	/* Ahead: everything queued before it (a request refused at once is in no queue). */
 	TAILQ_FOREACH (q, &d->queue.head, queue_link) {
 		if (q == w)
@@ -307,6 +318,11 @@ static void suggest(const struct arbiter *a, const struct device *d, const struc
 			 at_once ? " (timeout 0 never waits)" : " longer",
 			 client_label(top, who, sizeof(who)),
 			 size_format(f->holders.bytes[0], y, sizeof(y)));
+	else if (f->nawaiting)
+		line_add(s,
+			 "wait%s for pid %d to re-declare its memory, or for the grace period to "
+			 "end",
+			 at_once ? " (timeout 0 never waits)" : " longer", (int)f->awaiting[0].pid);
 	else
 		line_add(s, "wait longer for memory to come back");
 	if (most < d->granule && d->total > d->budget)
@@ -362,7 +378,7 @@ static void part_holders(const struct device *d, const struct facts *f, struct l
 
 	line_add(l, "; held by ");
 	if (!f->holders.n)
-		line_add(l, "no other client");
+		line_add(l, f->nawaiting ? "no connected client" : "no other client");
 	for (unsigned i = 0; i < f->holders.n; i++) {
 		const struct client *c = f->holders.item[i];
 		uint64_t in_models = 0;
@@ -376,6 +392,27 @@ static void part_holders(const struct device *d, const struct facts *f, struct l
 	top_rest(&f->holders, l);
 	if (f->own_bytes)
 		line_add(l, "; this client holds %s", size_format(f->own_bytes, x, sizeof(x)));
+}
+
+/* part_awaiting: after a restart, what is accounted for processes still to re-declare it. */
+static void part_awaiting(const struct facts *f, struct line *l)
+{
+	char x[SIZE_FORMAT_MAX], t[32];
+	size_t shown = f->nawaiting < EXPLAIN_TOP ? f->nawaiting : EXPLAIN_TOP;
+
+	for (size_t i = 0; i < shown; i++) {
+		const struct adopt_awaiting *w = &f->awaiting[i];
+
+		line_add(l, "%s%s awaits re-declaration by pid %d", i ? ", " : "; ",
+			 size_format(w->lease_bytes + w->reserved_bytes, x, sizeof(x)),
+			 (int)w->pid);
+	}
+	if (f->nawaiting > shown)
+		line_add(l, " and %zu other process(es) (%s in all)", f->nawaiting - shown,
+			 size_format(f->awaiting_bytes, x, sizeof(x)));
+	if (f->nawaiting)
+		line_add(l, " until the restart's grace period ends in %s",
+			 ms_text(f->grace_left_ms, t, sizeof(t)));
 }
 
 /* part_evictable: idle models that could be unloaded for it, and why they were not. */
@@ -473,6 +510,8 @@ void explain_refusal(const struct arbiter *a, const struct device *d, const stru
 	part_freeing(&f, &part);
 	put_part(buf, &used, room, &part);
 	part_holders(d, &f, &part);
+	put_part(buf, &used, room, &part);
+	part_awaiting(&f, &part);
 	put_part(buf, &used, room, &part);
 	part_evictable(w, &f, &part);
 	put_part(buf, &used, room, &part);

@@ -17,6 +17,9 @@ struct client;
 /* Classes as on the wire (ROCMMEM__WIRE__MODEL_CLASS__*). */
 #define MODEL_CLASSES 5u
 
+/* The highest generation a re-declaring client may carry over: far from wrapping. */
+#define MODEL_GENERATION_MAX ((uint64_t)1 << 62)
+
 enum model_state {
 	MODEL_EVICTED,	/* holds no memory */
 	MODEL_IDLE,	/* resident, not in use: evictable unless pinned */
@@ -37,6 +40,9 @@ struct model {
 	uint64_t lease_bytes; /* bytes of the owner's leases tagged with this model */
 	unsigned use_count;   /* acquires not yet released */
 	bool evicting;
+	/* Its residency's number: 1 at registration, one more each time its memory is taken
+	 * back (acked or revoked). Evictions name it, acks echo it (docs/residency.md). */
+	uint64_t generation;
 	uint64_t evict_started_ms;
 	uint64_t last_used_ms; /* loop time of the last acquire or release */
 	uint64_t evictions;

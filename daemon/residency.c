@@ -152,7 +152,45 @@ static void answer_admin(struct model *m, bool revoked, uint64_t bytes_freed)
 	client_reply(c, &reply, NULL, 0);
 }
 
-/* unload takes a model's memory back: after its owner's ack, or when revoked (reason set). */
+/* tell_lease_revoked tells l's owner that l goes with its model m's residency. */
+static void tell_lease_revoked(struct client *c, const struct lease *l, const struct model *m,
+			       const char *reason)
+{
+	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+	Rocmmem__Wire__LeaseRevoked body = ROCMMEM__WIRE__LEASE_REVOKED__INIT;
+
+	body.has_lease_id = true;
+	body.lease_id = l->id;
+	body.reason = (char *)reason;
+	body.has_model_id = body.has_model_generation = true;
+	body.model_id = m->id;
+	body.model_generation = m->generation;
+	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED;
+	ev.lease_revoked = &body;
+	client_event(c, &ev);
+}
+
+static void tell_model_revoked(struct client *c, const struct model *m, const char *reason)
+{
+	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
+	Rocmmem__Wire__ModelRevoked body = ROCMMEM__WIRE__MODEL_REVOKED__INIT;
+
+	body.has_model_id = true;
+	body.model_id = m->id;
+	body.reason = (char *)reason;
+	body.has_generation = true;
+	body.generation = m->generation;
+	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED;
+	ev.model_revoked = &body;
+	client_event(c, &ev);
+}
+
+/*
+ * unload takes a model's memory back: after its owner's ack, or when revoked (reason set).
+ * Everything said about the residency that ends goes out before its generation moves on and
+ * before its leases are freed: freeing host memory grants waiting requests at once, the
+ * model's own acquire among them, whose answer names the next generation.
+ */
 static void unload(struct arbiter *a, struct model *m, const char *revoked)
 {
 	struct device *d = &a->devices[m->device];
@@ -165,45 +203,21 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 			  .bytes = bytes,
 			  .model_id = m->id,
 			  .model_name = m->name};
-	struct lease *l, *next;
+	struct lease *l, *next, *last;
 
 	if (m->evicting) {
 		uv_timer_stop(&m->deadline);
 		m->evicting = false;
 		m->evictions++;
 	}
-	if (m->reservation) {
-		device_unreserve(d, m->reservation);
-		m->reservation = 0;
-	}
-	adopt_model_changed(a, m);
 	/* Leases still tagged with it: their memory goes too, and the owner is told. */
-	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
-		next = TAILQ_NEXT(l, client_link);
-		if (l->model == m) {
-			Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
-			Rocmmem__Wire__LeaseRevoked body = ROCMMEM__WIRE__LEASE_REVOKED__INIT;
-
-			body.has_lease_id = true;
-			body.lease_id = l->id;
-			body.reason = (char *)(revoked ? revoked : "its model was evicted");
-			ev.body_case = ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED;
-			ev.lease_revoked = &body;
-			client_event(c, &ev);
-			arbiter_lease_destroy(a, l);
-		}
+	TAILQ_FOREACH (l, &c->leases, client_link) {
+		if (l->model == m)
+			tell_lease_revoked(c, l, m, revoked ? revoked : "its model was evicted");
 	}
 	if (revoked) {
-		Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
-		Rocmmem__Wire__ModelRevoked body = ROCMMEM__WIRE__MODEL_REVOKED__INIT;
-
 		a->counters.revocations++;
-		body.has_model_id = true;
-		body.model_id = m->id;
-		body.reason = (char *)revoked;
-		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED;
-		ev.model_revoked = &body;
-		client_event(c, &ev);
+		tell_model_revoked(c, m, revoked);
 		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_REVOKED;
 		event_emit(a->server, &e, LOG_LEVEL_WARN,
 			   "revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
@@ -214,6 +228,21 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		event_emit(a->server, &e, LOG_LEVEL_INFO,
 			   "model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
 			   client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
+	}
+	/* This residency is over: whatever is granted from now on belongs to the next. */
+	m->generation++;
+	if (m->reservation) {
+		device_unreserve(d, m->reservation);
+		m->reservation = 0;
+	}
+	adopt_model_changed(a, m);
+	/* Freeing may grant a lease tagged with the model's next residency: it is linked after
+	 * `last`, and stays. */
+	last = TAILQ_LAST(&c->leases, lease_list);
+	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
+		next = l == last ? NULL : TAILQ_NEXT(l, client_link);
+		if (l->model == m)
+			arbiter_lease_destroy(a, l);
 	}
 	answer_admin(m, revoked != NULL, bytes);
 	arbiter_auto_trim(a, d);
@@ -249,6 +278,8 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	body.bytes_needed = bytes_needed;
 	body.has_deadline_ms = true;
 	body.deadline_ms = (uint32_t)a->evict_deadline_ms;
+	body.has_generation = true;
+	body.generation = m->generation;
 	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST;
 	ev.evict_request = &body;
 	{
@@ -383,6 +414,25 @@ uint64_t residency_need(const struct waiter *w)
 	return w->target > m->reservation ? w->target - m->reservation : 0;
 }
 
+/* reply_residency answers an acquire or resize of m with the residency it now belongs to. */
+static void reply_residency(struct client *c, uint64_t request_id, const struct model *m)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__ModelResidency body = ROCMMEM__WIRE__MODEL_RESIDENCY__INIT;
+
+	body.has_model_id = body.has_generation = body.has_reservation = true;
+	body.model_id = m->id;
+	body.generation = m->generation;
+	body.reservation = m->reservation;
+	reply.has_id = true;
+	reply.id = request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_RESIDENCY;
+	reply.residency = &body;
+	client_reply(c, &reply, NULL, 0);
+}
+
 void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_ms)
 {
 	struct device *d = &a->devices[w->device];
@@ -415,7 +465,7 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 			   m->id, m->name, client_label(w->client, who, sizeof(who)),
 			   size_format(m->reservation, sz, sizeof(sz)), waited_ms);
 	}
-	client_reply_ok(w->client, w->request_id);
+	reply_residency(w->client, w->request_id, m);
 }
 
 /* waiter_for fills a model request's template for arbiter_admit: m's reservation to target. */
@@ -490,6 +540,7 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 	m->priority = req->has_priority ? req->priority : 0;
 	m->pinned = req->has_pinned && req->pinned;
 	m->last_used_ms = uv_now(a->loop);
+	m->generation = 1;
 	uv_timer_init(a->loop, &m->deadline);
 	m->deadline.data = m;
 	TAILQ_INSERT_TAIL(&c->models, m, client_link);
@@ -515,6 +566,8 @@ void residency_register(struct arbiter *a, struct client *c, uint64_t request_id
 		return;
 	body.has_model_id = true;
 	body.model_id = m->id;
+	body.has_generation = true;
+	body.generation = m->generation;
 	reply.has_id = true;
 	reply.id = request_id;
 	reply.has_error = true;
@@ -544,7 +597,7 @@ void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	if (!m->evicting && (model_resident(m) > 0 || m->size == 0)) {
 		m->use_count++;
 		m->last_used_ms = uv_now(a->loop);
-		client_reply_ok(c, request_id);
+		reply_residency(c, request_id, m);
 		return;
 	}
 	/* Being evicted: it waits until its memory is back, then needs its whole size again. */
@@ -597,7 +650,7 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 		device_unreserve(&a->devices[m->device], m->reservation - target);
 		m->reservation = target;
 		adopt_model_changed(a, m);
-		client_reply_ok(c, request_id);
+		reply_residency(c, request_id, m);
 		arbiter_pump(a);
 		return;
 	}
@@ -657,19 +710,55 @@ void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_
 	arbiter_pump(a);
 }
 
-void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_id,
-			 uint64_t model_id)
+/*
+ * stale_ack refuses an ack that does not name the eviction under way, logged at warning: a
+ * late ack must never end a later eviction. Returns true when it refused.
+ */
+static bool stale_ack(struct client *c, uint64_t request_id, const struct model *m,
+		      const Rocmmem__Wire__EvictAck *req)
 {
-	struct model *m = owned(a, c, request_id, model_id);
+	char who[128], why[256];
+	int err = -EINVAL;
 
-	if (!m)
-		return;
-	if (!m->evicting) {
-		client_reply_error(
-		    c, request_id, -EINVAL, "model %" PRIu64 " '%s' was not asked to unload%s",
-		    m->id, m->name, m->evictions ? " (or its eviction is already over)" : "");
-		return;
+	if (!req->has_generation) {
+		/* An older client: it acks whatever eviction is under way, as it always did. */
+		if (m->evicting)
+			return false;
+		snprintf(why, sizeof(why),
+			 "model %" PRIu64 " '%s' was not asked to unload%s (an ack without a "
+			 "generation)",
+			 m->id, m->name, m->evictions ? " (or its eviction is already over)" : "");
+	} else if (req->generation == 0 || req->generation > m->generation) {
+		snprintf(why, sizeof(why),
+			 "model %" PRIu64 " '%s' has no generation %" PRIu64
+			 " (its residency is generation %" PRIu64 ")",
+			 m->id, m->name, req->generation, m->generation);
+	} else if (req->generation < m->generation) {
+		err = -ESTALE;
+		snprintf(why, sizeof(why),
+			 "the eviction of model %" PRIu64 " '%s' generation %" PRIu64
+			 " is over (acked, or revoked at its deadline); the model is in generation "
+			 "%" PRIu64 " now",
+			 m->id, m->name, req->generation, m->generation);
+	} else if (!m->evicting) {
+		snprintf(why, sizeof(why),
+			 "model %" PRIu64 " '%s' was not asked to unload (generation %" PRIu64 ")",
+			 m->id, m->name, m->generation);
+	} else {
+		return false;
 	}
+	log_warn("refused an evict ack of %s: %s", client_label(c, who, sizeof(who)), why);
+	client_reply_error(c, request_id, err, "%s", why);
+	return true;
+}
+
+void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_id,
+			 const Rocmmem__Wire__EvictAck *req)
+{
+	struct model *m = owned(a, c, request_id, req->has_model_id ? req->model_id : 0);
+
+	if (!m || stale_ack(c, request_id, m, req))
+		return;
 	if (m->use_count > 0) {
 		client_reply_error(c, request_id, -EBUSY,
 				   "model %" PRIu64 " '%s' is in use: release it before acking",

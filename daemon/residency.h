@@ -27,8 +27,10 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 		      const Rocmmem__Wire__ModelResize *req);
 void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_id,
 			  uint64_t model_id);
+/* residency_evict_ack takes an owner's ack of the eviction req names (its generation; none:
+ * the one under way) and refuses a stale, forged or unasked one (-ESTALE, -EINVAL). */
 void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_id,
-			 uint64_t model_id);
+			 const Rocmmem__Wire__EvictAck *req);
 
 /*
  * residency_create registers a model as ModelRegister asks, without replying on success:

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "adopt.h"
 #include "client.h"
 #include "denials.h"
 #include "quota.h"
@@ -19,6 +20,10 @@
  */
 #define STATUS_PART_ITEMS 256
 
+/* Entries of what awaits re-declaration after a restart, in the first part (one per device and
+ * process: more means a crash under a crowd; their bytes are in the devices' totals). */
+#define STATUS_AWAITING_MAX 64
+
 /* Scratch space for one part; the loop is single-threaded and parts are sent at once. */
 static struct {
 	struct report_device devices[BACKEND_MAX_DEVICES];
@@ -27,6 +32,9 @@ static struct {
 	struct denials_wire denials;
 	struct quota_report limits;
 	Rocmmem__Wire__AccessInfo access;
+	struct adopt_awaiting awaiting_src[STATUS_AWAITING_MAX];
+	Rocmmem__Wire__AwaitingRedeclare awaiting[STATUS_AWAITING_MAX];
+	Rocmmem__Wire__AwaitingRedeclare *awaiting_ptrs[STATUS_AWAITING_MAX];
 	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
@@ -74,6 +82,39 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 	if (w->model) {
 		o->has_model_id = true;
 		o->model_id = w->model->id;
+	}
+}
+
+/* fill_awaiting lists what the previous daemon's clients have not re-declared yet. */
+static void fill_awaiting(const struct arbiter *a, Rocmmem__Wire__StatusReply *st)
+{
+	size_t n = adopt_awaiting(a, -1, part.awaiting_src, STATUS_AWAITING_MAX);
+	uint64_t left = adopt_grace_left_ms(a);
+
+	n = n < STATUS_AWAITING_MAX ? n : STATUS_AWAITING_MAX;
+	for (size_t i = 0; i < n; i++) {
+		const struct adopt_awaiting *w = &part.awaiting_src[i];
+		Rocmmem__Wire__AwaitingRedeclare *o = &part.awaiting[i];
+
+		rocmmem__wire__awaiting_redeclare__init(o);
+		o->has_device = o->has_pid = o->has_uid = o->has_leases = true;
+		o->has_lease_bytes = o->has_models = o->has_reserved_bytes = true;
+		o->has_grace_left_ms = true;
+		o->device = w->device;
+		o->pid = w->pid;
+		o->uid = w->uid;
+		o->leases = w->leases;
+		o->lease_bytes = w->lease_bytes;
+		o->models = w->models;
+		o->reserved_bytes = w->reserved_bytes;
+		o->grace_left_ms = left;
+		part.awaiting_ptrs[i] = o;
+	}
+	st->n_awaiting_redeclare = n;
+	st->awaiting_redeclare = part.awaiting_ptrs;
+	for (unsigned i = 0; i < a->ndevices; i++) {
+		part.devices[i].info.has_awaiting_redeclare_bytes = true;
+		part.devices[i].info.awaiting_redeclare_bytes = adopt_awaiting_bytes(a, i);
 	}
 }
 
@@ -126,6 +167,7 @@ static void send_part(struct client *c, bool first)
 		part.access.peers_refused = s->access_tally.peers_refused;
 		part.access.requests_refused = s->access_tally.requests_refused;
 		st.access = &part.access;
+		fill_awaiting(a, &st);
 	}
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;

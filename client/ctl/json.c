@@ -115,6 +115,7 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 	ctl_json_u64(o, "largest_with_eviction_bytes", v->largest_with_eviction);
 	ctl_json_u64(o, "evictable_bytes", v->evictable_bytes);
 	ctl_json_u64(o, "models_resident", v->models_resident);
+	ctl_json_u64(o, "awaiting_redeclare_bytes", v->awaiting_redeclare_bytes);
 	ctl_json_str(o, "handle", handle_name(v->handle_kind)); /* the same as "sharing" */
 	ctl_json_str(o, "sharing", v->sharing);
 	ctl_json_str(o, "pci_bus_id", v->pci_bus_id);
@@ -276,6 +277,29 @@ static json_object *queue_json(const rocmmem_status *st)
 	return queue;
 }
 
+/* awaiting_json: what the previous daemon's clients have not re-declared yet, per process. */
+static json_object *awaiting_json(const rocmmem_status *st)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < rocmmem_status_awaiting_count(st); i++) {
+		const struct rocmmem_awaiting_info *v = rocmmem_status_awaiting(st, i);
+		json_object *o = json_object_new_object();
+
+		ctl_json_u64(o, "device", v->device);
+		ctl_json_i64(o, "pid", v->pid);
+		ctl_json_u64(o, "uid", v->uid);
+		ctl_json_u64(o, "leases", v->leases);
+		ctl_json_u64(o, "lease_bytes", v->lease_bytes);
+		ctl_json_u64(o, "models", v->models);
+		ctl_json_u64(o, "reserved_bytes", v->reserved_bytes);
+		ctl_json_u64(o, "bytes", v->lease_bytes + v->reserved_bytes);
+		ctl_json_u64(o, "grace_left_ms", v->grace_left_ms);
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 json_object *ctl_status_json(const rocmmem_status *st)
 {
 	json_object *root = json_object_new_object();
@@ -303,6 +327,7 @@ json_object *ctl_status_json(const rocmmem_status *st)
 			       ctl_counters_json(rocmmem_status_counters(st), false));
 	json_object_object_add(root, "limits", limits_json(st));
 	json_object_object_add(root, "access", access_json(st));
+	json_object_object_add(root, "awaiting_redeclare", awaiting_json(st));
 	return root;
 }
 

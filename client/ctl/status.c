@@ -110,11 +110,25 @@ static const struct ctl_column denial_columns[] = {
     [DN_REASON] = {"REASON", CTL_COL_WRAP, "the daemon's explanation, whole"},
 };
 
+enum { AW_PID, AW_UID, AW_DEVICE, AW_LEASES, AW_LEASED, AW_MODELS, AW_RESERVED, AW_LEFT };
+static const struct ctl_column awaiting_columns[] = {
+    [AW_PID] = {"PID", 0, "a process of the previous daemon"},
+    [AW_UID] = {"UID", 0, "its user"},
+    [AW_DEVICE] = {"DEVICE", 0, "the device"},
+    [AW_LEASES] = {"LEASES", CTL_COL_RIGHT, "leases it has not re-declared yet"},
+    [AW_LEASED] = {"LEASED", CTL_COL_RIGHT, "their bytes, counted as leased"},
+    [AW_MODELS] = {"MODELS", CTL_COL_RIGHT, "models it has not re-declared yet"},
+    [AW_RESERVED] = {"RESERVED", CTL_COL_RIGHT, "their reservations, counted as reserved"},
+    [AW_LEFT] = {"FORGOTTEN IN", CTL_COL_RIGHT, "time left before the daemon forgets them"},
+};
+
 static const struct ctl_table_spec devices_table = {"devices", device_columns, N(device_columns)};
 static const struct ctl_table_spec clients_table = {"clients", client_columns, N(client_columns)};
 static const struct ctl_table_spec leases_table = {"leases", lease_columns, N(lease_columns)};
 static const struct ctl_table_spec queue_table = {"queue", queue_columns, N(queue_columns)};
 static const struct ctl_table_spec denials_table = {"denials", denial_columns, N(denial_columns)};
+static const struct ctl_table_spec awaiting_table = {"awaiting", awaiting_columns,
+						     N(awaiting_columns)};
 
 /* ----------------------------------------------------------------------------------------- */
 /* Table rows */
@@ -259,13 +273,34 @@ static void denial_rows(const struct ctl *ctl, struct ctl_table *t, const rocmme
 	}
 }
 
+/* awaiting_rows: after a restart, what the previous daemon's processes have not re-declared. */
+static void awaiting_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
+{
+	char a[SIZE_FORMAT_MAX];
+
+	for (size_t i = 0; i < rocmmem_status_awaiting_count(st); i++) {
+		const struct rocmmem_awaiting_info *v = rocmmem_status_awaiting(st, i);
+
+		ctl_table_row(t);
+		ctl_table_set(t, AW_PID, "%d", (int)v->pid);
+		ctl_table_set(t, AW_UID, "%u", v->uid);
+		ctl_table_set(t, AW_DEVICE, "%u", v->device);
+		ctl_table_set(t, AW_LEASES, "%u", v->leases);
+		ctl_table_set(t, AW_LEASED, "%s", ctl_size(ctl, v->lease_bytes, a, sizeof(a)));
+		ctl_table_set(t, AW_MODELS, "%u", v->models);
+		ctl_table_set(t, AW_RESERVED, "%s", ctl_size(ctl, v->reserved_bytes, a, sizeof(a)));
+		ctl_table_set(t, AW_LEFT, "%.1f s", (double)v->grace_left_ms / 1000.0);
+	}
+}
+
 /* The tables by name, for `status TABLE`, in the order the whole view shows them. */
 static const struct status_table {
 	const struct ctl_table_spec *spec;
 	void (*rows)(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st);
 } tables[] = {
-    {&devices_table, device_rows}, {&clients_table, client_rows}, {&leases_table, lease_rows},
-    {&ctl_models_table, NULL},	   {&queue_table, queue_rows},	  {&denials_table, denial_rows},
+    {&devices_table, device_rows},    {&clients_table, client_rows}, {&leases_table, lease_rows},
+    {&ctl_models_table, NULL},	      {&queue_table, queue_rows},    {&denials_table, denial_rows},
+    {&awaiting_table, awaiting_rows},
 };
 
 /* print_one prints one table; the models table is filled by models.c. Returns an exit status. */
@@ -420,6 +455,10 @@ static int print_view(const struct ctl *ctl, const rocmmem_status *st)
 		printf("no clients connected\n");
 	if (rc == 0 && rocmmem_status_lease_count(st) && printf("\n") > 0)
 		rc = print_one(ctl, &tables[2], st);
+	if (rc == 0 && rocmmem_status_awaiting_count(st) &&
+	    printf("\nAWAITING RE-DECLARATION (held under the previous daemon, counted as "
+		   "leased)\n") > 0)
+		rc = print_one(ctl, &tables[6], st);
 	if (rc == 0 && rocmmem_status_model_count(st) && printf("\n") > 0)
 		rc = print_one(ctl, &tables[3], st);
 	if (rc == 0 && rocmmem_status_waiter_count(st) && printf("\nQUEUE\n") > 0)
@@ -457,7 +496,7 @@ static int parse_status(struct ctl *ctl, int argc, char **argv, const struct sta
 		if (!*which)
 			return ctl_usage(ctl,
 					 "unexpected argument '%s' (a table: devices, clients, "
-					 "leases, models, queue or denials)",
+					 "leases, models, queue, denials or awaiting)",
 					 argv[optind]);
 		if (optind + 1 < argc)
 			return ctl_usage(ctl, "unexpected argument '%s'", argv[optind + 1]);

@@ -285,6 +285,23 @@ ROCMMEM_EXPORT const char *rocmmem_lease_pci_bus_id(const rocmmem_lease *lease);
 /* rocmmem_lease_waited_ms returns how long the request waited in the daemon's queue. */
 ROCMMEM_EXPORT uint64_t rocmmem_lease_waited_ms(const rocmmem_lease *lease);
 
+/*
+ * rocmmem_lease_generation returns, for a lease tagged with a model, the model's residency
+ * generation it was granted in (see Models); 0 for a plain lease, or from a daemon that does
+ * not number residencies. An eviction of generation G concerns the model's tagged leases of
+ * generation G or older, never a lease of a later generation.
+ */
+ROCMMEM_EXPORT uint64_t rocmmem_lease_generation(const rocmmem_lease *lease);
+
+/*
+ * rocmmem_lease_revoked returns 1 once the daemon has taken the lease's memory back, else 0:
+ * revoked with its model, not taken back by a restarted daemon, or reclaimed when the daemon
+ * stopped (the connection ended after ROCMMEM_EVENT_SHUTDOWN, at its shutdown deadline) or
+ * closed the connection. A ROCMMEM_EVENT_LEASE_REVOKED says so too. The mapping stays until
+ * rocmmem_lease_release; host memory then reads zeros.
+ */
+ROCMMEM_EXPORT int rocmmem_lease_revoked(const rocmmem_lease *lease);
+
 /* ----------------------------------------------------------------------------------------- */
 /* Status */
 
@@ -344,6 +361,9 @@ struct rocmmem_device_info {
 	uint64_t largest_with_eviction; /* granted once those models are evicted */
 	uint64_t oldest_wait_ms;	/* how long the head of its queue has waited */
 	uint32_t models_resident;
+	/* After a restart: of leased_bytes and reserved_bytes, what the previous daemon's clients
+	 * have not re-declared yet (rocmmem_status_awaiting). */
+	uint64_t awaiting_redeclare_bytes;
 };
 
 /* A process holding memory on a device, as the device's telemetry sees it. */
@@ -501,6 +521,28 @@ struct rocmmem_access_info {
 
 ROCMMEM_EXPORT const struct rocmmem_access_info *rocmmem_status_access(const rocmmem_status *st);
 
+/*
+ * What awaits re-declaration after a restart of the daemon, for one process on one device: the
+ * previous daemon granted it, the state file recorded it, and the new daemon accounts it in
+ * leased_bytes and reserved_bytes until its holder re-declares it or the grace period ends. It
+ * belongs to no connection yet, so it is listed here and not among clients, leases and models.
+ */
+struct rocmmem_awaiting_info {
+	uint32_t device;
+	int32_t pid; /* the process that held it */
+	uint32_t uid;
+	uint32_t leases;
+	uint64_t lease_bytes;
+	uint32_t models; /* model reservations */
+	uint64_t reserved_bytes;
+	uint64_t grace_left_ms; /* forgotten then, unless re-declared before */
+};
+
+/* Largest first; only in a status reply (rocmmem_status_get), never in a sample. */
+ROCMMEM_EXPORT size_t rocmmem_status_awaiting_count(const rocmmem_status *st);
+ROCMMEM_EXPORT const struct rocmmem_awaiting_info *rocmmem_status_awaiting(const rocmmem_status *st,
+									   size_t index);
+
 /* Counts and items: index must be below the count, else NULL is returned. */
 ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_device_info *rocmmem_status_device(const rocmmem_status *st,
@@ -558,6 +600,16 @@ ROCMMEM_EXPORT int rocmmem_metrics(rocmmem_client *client, char **text);
  * before the deadline loses the model's memory: ROCMMEM_EVENT_MODEL_REVOKED, and its tagged
  * leases are revoked (ROCMMEM_EVENT_LEASE_REVOKED). Models belong to the connection: a host
  * whose threads release each other's models should give each thread its own connection.
+ *
+ * Generations: each time the daemon takes a model's memory back (an ack, or a revocation) the
+ * model's residency generation goes up by one. Evict requests and revocations name the
+ * generation they concern (rocmmem_event.generation), acks echo it. An event can arrive late:
+ * the host was stopped past the deadline, or its callback ran too long, and meanwhile the
+ * model was revoked and acquired again. The library then does not deliver evict requests and
+ * model revocations of a generation older than the newest the host has been granted something
+ * in (an acquire, a resize, a tagged lease), nor evict requests of a daemon that went away. A
+ * callback still running when the host acquires the model again releases only tagged leases
+ * of the event's generation or older (rocmmem_lease_generation), never a newer one.
  */
 struct rocmmem_model_desc {
 	unsigned device;
@@ -607,12 +659,30 @@ ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *client, uint64_t mod
 
 /*
  * rocmmem_model_evict_ack tells the daemon the model asked to be evicted has been unloaded:
- * its reservation (and any tagged lease still held) goes back. Returns 0; -EINVAL when it was
- * not asked to unload (or the eviction is already over: acked or revoked); -ENOENT/-EPERM.
- * A model being evicted is never in use: an acquire of it waits until the eviction is over and
- * then reserves the model's whole size again.
+ * its reservation (and any tagged lease still held) goes back. It acks the eviction of the
+ * latest evict request delivered for the model (its generation). Returns 0; -ESTALE when that
+ * eviction is over already (acked, or revoked at its deadline: the daemon logs it as a
+ * warning, and the model's current residency is untouched); -EINVAL when the model was not
+ * asked to unload; -EBUSY (in use); -ENOENT/-EPERM (not this client's model). A model being
+ * evicted is never in use: an acquire of it waits until the eviction is over and then
+ * reserves the model's whole size again.
  */
 ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *client, uint64_t model_id);
+
+/*
+ * rocmmem_model_evict_ack_generation acks the eviction of generation generation (an evict
+ * request's rocmmem_event.generation; 0: as rocmmem_model_evict_ack). Returns as
+ * rocmmem_model_evict_ack; -EINVAL also for a generation the model never had.
+ */
+ROCMMEM_EXPORT int rocmmem_model_evict_ack_generation(rocmmem_client *client, uint64_t model_id,
+						      uint64_t generation);
+
+/*
+ * rocmmem_model_generation returns the newest residency generation of this client's model
+ * that the host was granted something in (an acquire, a resize, a tagged lease), 0 before any
+ * or for a model that is not this client's.
+ */
+ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *client, uint64_t model_id);
 
 /*
  * rocmmem_model_evict asks the owner of any model (this client's own, or any as root) to
@@ -665,6 +735,9 @@ struct rocmmem_event {
 	const struct rocmmem_sample_info *sample_info;
 	/* ROCMMEM_EVENT_TELEMETRY: the event. NULL for other types. */
 	const struct rocmmem_telemetry_event *telemetry;
+	/* EVICT_REQUEST, MODEL_REVOKED: the model's residency generation it concerns (see
+	 * Models); LEASE_REVOKED of a model's lease: that model's generation. 0: none named. */
+	uint64_t generation;
 };
 
 typedef void (*rocmmem_event_fn)(rocmmem_client *client, const struct rocmmem_event *event,

@@ -131,6 +131,8 @@ static int lost_error(const rocmmem_client *c)
 	    (unsigned long long)(c->next_attempt_ms > now ? c->next_attempt_ms - now : 0));
 }
 
+static void last_words(rocmmem_client *c, uint64_t gen);
+
 int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t *gen)
 {
 	uint8_t small[1024], *buf;
@@ -154,9 +156,12 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
 	pthread_mutex_lock(&c->lock);
 	c->sending--;
 	if (err == -ECONNRESET) {
+		last_words(c, *gen);
 		reconnect_lost(c, *gen, err, "the connection to rocmmemd ended");
 		if (c->reconnecting)
 			err = CONN_LOST;
+		else if (c->broken && c->refused) /* the daemon said why: that is the error */
+			err = error_set(c->broken_err, "%s", c->broken_msg);
 	}
 	if (c->sending == 0)
 		pthread_cond_broadcast(&c->cond);
@@ -334,39 +339,57 @@ void conn_drop_telemetry(rocmmem_client *c)
 	c->feed_epoch++;
 }
 
+void conn_note_event(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Event *e = m->msg->event;
+	struct lib_model *lm = NULL;
+
+	m->conn = c->gen;
+	if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST)
+		lm = model_by_daemon_id(c, e->evict_request->model_id);
+	else if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED)
+		lm = model_by_daemon_id(c, e->model_revoked->model_id);
+	/* Named by the host's id now: a later connection's daemon may number it otherwise. */
+	if (lm)
+		m->model = lm->id;
+	/* A revoked lease is forgotten by the daemon: its release must not ask again. */
+	if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED)
+		for (struct rocmmem_lease *l = c->leases; l; l = l->next)
+			if (l->id == e->lease_revoked->lease_id)
+				l->revoked = true;
+	/* So is a revoked model's reservation: not to be declared again after a restart, and its
+	 * residency is over (a restarted daemon carries on after it). */
+	if (lm && e->body_case == ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED) {
+		uint64_t gen = e->model_revoked->generation;
+
+		if (gen == 0 || gen >= lm->generation)
+			lm->reservation = 0; /* unless the host holds a later residency already */
+		if (gen > lm->ended)
+			lm->ended = gen;
+	}
+	/* The daemon stops on purpose: the end that follows is final, not a crash. */
+	if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN)
+		c->shutdown_seen = true;
+	/* Numbered after every event of the connections before this one. */
+	m->seq = c->seq_base + e->seq;
+	if (m->seq > c->last_seq)
+		c->last_seq = m->seq;
+}
+
 /* file_message sorts a received message: replies to their requesters, events to the queues. */
 static void file_message(rocmmem_client *c, struct inmsg *m)
 {
 	Rocmmem__Wire__Reply *r = conn_reply(m);
 
 	if (!r) {
-		Rocmmem__Wire__Event *e = m->msg->event;
-
-		/* A revoked lease is forgotten by the daemon: its release must not ask again. */
-		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED)
-			for (struct rocmmem_lease *l = c->leases; l; l = l->next)
-				if (l->id == e->lease_revoked->lease_id)
-					l->revoked = true;
-		/* So is a revoked model's reservation: not to be declared again after a restart. */
-		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED) {
-			struct lib_model *lm = model_by_daemon_id(c, e->model_revoked->model_id);
-
-			if (lm)
-				lm->reservation = 0;
-		}
-		/* The daemon stops on purpose: the end that follows is final, not a crash. */
-		if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_SHUTDOWN)
-			c->shutdown_seen = true;
-		/* Numbered after every event of the connections before this one. */
-		m->seq = c->seq_base + e->seq;
-		if (m->seq > c->last_seq)
-			c->last_seq = m->seq;
+		conn_note_event(c, m);
 		conn_queue_event(c, m);
 		return;
 	}
 	if (!r->has_id || r->id == 0) {
 		/* A connection-level refusal (too many clients, protocol error): the daemon closes
 		 * the connection next, and this is why. */
+		c->refused = true;
 		mark_broken(c, r->has_error && r->error < 0 ? r->error : -EPROTO,
 			    r->message ? r->message : "the daemon refused the connection");
 		inmsg_free(m);
@@ -451,6 +474,30 @@ static bool pump_socket(rocmmem_client *c, int64_t timeout_ms)
 	return rc != 0;
 }
 
+/*
+ * last_words files what a daemon that closed connection gen sent before it did (that it stops,
+ * why it refused us), which a failed send would otherwise leave unread: whether the end is
+ * final, and whether the daemon took this client's memory back, depends on it. Lock held.
+ */
+static void last_words(rocmmem_client *c, uint64_t gen)
+{
+	while (!c->reading && c->gen == gen && !c->broken && !c->reconnecting) {
+		struct inmsg *m = NULL;
+		char why[256];
+		int rc;
+
+		c->reading = true;
+		pthread_mutex_unlock(&c->lock);
+		rc = receive_one(c, 0, &m, why, sizeof(why));
+		pthread_mutex_lock(&c->lock);
+		c->reading = false;
+		if (rc <= 0)
+			break;
+		file_message(c, m);
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
 static struct inmsg *take_reply(rocmmem_client *c, uint64_t id)
 {
 	for (struct inmsg **p = &c->replies; *p; p = &(*p)->next) {
@@ -481,7 +528,38 @@ void conn_timed_wait(rocmmem_client *c, int64_t deadline)
 	pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 }
 
-static void to_event(rocmmem_client *c, const struct inmsg *m, struct rocmmem_event *out);
+static void to_event(const struct inmsg *m, struct rocmmem_event *out);
+
+/*
+ * stale says whether an event is about a residency the host no longer has, and must not be
+ * delivered: an evict request from a daemon that went away (its eviction ended with it), or an
+ * evict request or revocation of a model generation older than one the host has been granted
+ * something in since. Records the generation of an evict request it lets through, for the ack.
+ */
+static bool stale(rocmmem_client *c, const struct inmsg *m)
+{
+	const Rocmmem__Wire__Event *e = m->msg ? m->msg->event : NULL;
+	uint64_t gen;
+	struct lib_model *lm;
+	bool old = false;
+
+	if (!e || (e->body_case != ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST &&
+		   e->body_case != ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED))
+		return false;
+	gen = e->body_case == ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST
+		  ? e->evict_request->generation
+		  : e->model_revoked->generation;
+	pthread_mutex_lock(&c->lock);
+	lm = m->model ? model_by_id(c, m->model) : NULL;
+	if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST && m->conn != c->gen)
+		old = true;
+	else if (lm && gen && gen < lm->generation)
+		old = true;
+	else if (lm && gen && e->body_case == ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST)
+		lm->evict_generation = gen;
+	pthread_mutex_unlock(&c->lock);
+	return old;
+}
 
 /* The events taken for one round of delivery. */
 struct batch {
@@ -570,8 +648,10 @@ static int deliver_events(rocmmem_client *c)
 			else
 				err = -ECANCELED;
 			b.telemetry_lost = 0;
+		} else if (stale(c, m)) {
+			err = -ESTALE;
 		} else {
-			to_event(c, m, &ev);
+			to_event(m, &ev);
 		}
 		if (err == 0) {
 			ev.seq = m->seq;
@@ -1029,7 +1109,7 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *c)
 }
 
 /* to_event fills the public view of a received event, or of one of the library's own. */
-static void to_event(rocmmem_client *c, const struct inmsg *m, struct rocmmem_event *out)
+static void to_event(const struct inmsg *m, struct rocmmem_event *out)
 {
 	const Rocmmem__Wire__Event *e = m->msg ? m->msg->event : NULL;
 
@@ -1039,6 +1119,7 @@ static void to_event(rocmmem_client *c, const struct inmsg *m, struct rocmmem_ev
 		out->type = m->lib->type;
 		out->lease_id = m->lib->lease_id;
 		out->model_id = m->lib->model_id;
+		out->generation = m->lib->generation;
 		out->reason = m->lib->reason;
 		return;
 	}
@@ -1050,19 +1131,22 @@ static void to_event(rocmmem_client *c, const struct inmsg *m, struct rocmmem_ev
 		break;
 	case ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST:
 		out->type = ROCMMEM_EVENT_EVICT_REQUEST;
-		out->model_id = model_host_id(c, e->evict_request->model_id);
+		out->model_id = m->model ? m->model : e->evict_request->model_id;
 		out->bytes_needed = e->evict_request->bytes_needed;
 		out->deadline_ms = e->evict_request->deadline_ms;
+		out->generation = e->evict_request->generation;
 		break;
 	case ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED:
 		out->type = ROCMMEM_EVENT_MODEL_REVOKED;
-		out->model_id = model_host_id(c, e->model_revoked->model_id);
+		out->model_id = m->model ? m->model : e->model_revoked->model_id;
+		out->generation = e->model_revoked->generation;
 		if (e->model_revoked->reason)
 			out->reason = e->model_revoked->reason;
 		break;
 	case ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED:
 		out->type = ROCMMEM_EVENT_LEASE_REVOKED;
 		out->lease_id = e->lease_revoked->lease_id;
+		out->generation = e->lease_revoked->model_generation;
 		if (e->lease_revoked->reason)
 			out->reason = e->lease_revoked->reason;
 		break;

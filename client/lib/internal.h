@@ -28,6 +28,7 @@ struct lib_event {
 	enum rocmmem_event_type type;
 	uint64_t lease_id;
 	uint64_t model_id;
+	uint64_t generation;
 	char reason[256];
 };
 
@@ -37,7 +38,9 @@ struct inmsg {
 	struct inmsg *next;
 	Rocmmem__Wire__ServerMessage *msg;
 	struct lib_event *lib;
-	uint64_t seq; /* events: their order across every connection of the client */
+	uint64_t seq;	/* events: their order across every connection of the client */
+	uint64_t conn;	/* events: the connection (rocmmem_client.gen) it came on */
+	uint64_t model; /* events: the host's id of the model it names, mapped when it came */
 	unsigned nfds;
 	int fds[WIRE_MAX_FDS];
 };
@@ -59,6 +62,15 @@ struct lib_model {
 	bool pinned;
 	uint64_t reservation; /* as far as this process knows */
 	uint32_t use_count;
+	/*
+	 * Residency generations (docs/residency.md), in the daemon's numbering, which a restarted
+	 * daemon carries on: the newest the host was granted something in (an event of an older
+	 * one is stale), the newest known to be over, and that of the latest evict request
+	 * delivered (what rocmmem_model_evict_ack echoes).
+	 */
+	uint64_t generation;
+	uint64_t ended;
+	uint64_t evict_generation;
 };
 
 /* A request whose caller gave up waiting: its late reply is undone and dropped. */
@@ -90,7 +102,8 @@ struct rocmmem_lease {
 	void *ptr;		 /* host mapping, or the device address of a GPU lease */
 	struct gpu_mapping *gpu; /* how a GPU lease was imported, for undoing it */
 	uint64_t waited_ms;
-	uint64_t model_id; /* the host's id of the model it counts towards, or 0 */
+	uint64_t model_id;   /* the host's id of the model it counts towards, or 0 */
+	uint64_t generation; /* that model's residency generation it was granted in */
 	/* An imported VMM lease whose runtime cannot export its handles again: the fds it came
 	 * with, kept to re-declare it after a restart of the daemon. */
 	unsigned nkept;
@@ -117,6 +130,7 @@ struct rocmmem_client {
 	bool reconnecting;  /* the daemon went away; the library is bringing the connection back */
 	bool attempting;    /* a thread is trying now */
 	bool shutdown_seen; /* the daemon said it stops: the end is final */
+	bool refused;	    /* the daemon closed the connection saying why */
 	uint64_t gen;	    /* the connection's number: bumped by each reconnection */
 	unsigned sending;   /* threads sending on fd right now (a new connection waits for them) */
 	uint64_t lost_ms, next_attempt_ms, backoff_ms;
@@ -207,6 +221,10 @@ void conn_timed_wait(rocmmem_client *c, int64_t deadline);
 int conn_queue_lib(rocmmem_client *c, enum rocmmem_event_type type, uint64_t lease_id,
 		   uint64_t model_id, const char *reason);
 
+/* conn_note_event does what a received event changes at once (revoked leases and models,
+ * shutdown), numbers it and notes its connection and model; lock held. */
+void conn_note_event(rocmmem_client *c, struct inmsg *m);
+
 /* conn_queue_event files a received event in its queue (lock held). */
 void conn_queue_event(rocmmem_client *c, struct inmsg *m);
 
@@ -238,6 +256,15 @@ struct lib_model *model_by_daemon_id(rocmmem_client *c, uint64_t daemon_id);
 uint64_t model_daemon_id(rocmmem_client *c, uint64_t host_id);
 /* model_host_id maps a daemon's model id back to the host's (lock taken here). */
 uint64_t model_host_id(rocmmem_client *c, uint64_t daemon_id);
+/* model_granted records that the host was granted something in a model's generation (lock
+ * taken here). */
+void model_granted(rocmmem_client *c, uint64_t host_id, uint64_t generation);
+
+/*
+ * lease_revoke_all marks every lease the daemon took back at the end of the connection
+ * revoked, and queues a ROCMMEM_EVENT_LEASE_REVOKED for each; lock held.
+ */
+void lease_revoke_all(rocmmem_client *c, const char *why);
 
 /* error_set records this thread's message for rocmmem_last_error and returns err. */
 int error_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -81,6 +81,16 @@ static void unmap_and_close(struct rocmmem_lease *l)
 	l->nkept = 0;
 }
 
+void lease_revoke_all(rocmmem_client *c, const char *why)
+{
+	for (struct rocmmem_lease *l = c->leases; l; l = l->next) {
+		if (l->revoked)
+			continue;
+		l->revoked = true;
+		conn_queue_lib(c, ROCMMEM_EVENT_LEASE_REVOKED, l->id, 0, why);
+	}
+}
+
 void lease_forget_all(rocmmem_client *c)
 {
 	struct rocmmem_lease *l;
@@ -218,6 +228,7 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 	    g->has_handle_kind ? (enum rocmmem_handle_kind)g->handle_kind : ROCMMEM_HANDLE_NONE;
 	l->waited_ms = g->waited_ms;
 	l->model_id = req->model_id;
+	l->generation = g->has_model_generation ? g->model_generation : 0;
 	switch (l->kind) {
 	case ROCMMEM_HANDLE_MEMFD:
 		err = adopt_host(l, m, req->flags);
@@ -237,6 +248,8 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 		return err;
 	}
 	link_lease(c, l);
+	if (l->model_id && l->generation)
+		model_granted(c, l->model_id, l->generation);
 	*out = l;
 	return 0;
 }
@@ -390,4 +403,19 @@ ROCMMEM_EXPORT const char *rocmmem_lease_pci_bus_id(const rocmmem_lease *l)
 ROCMMEM_EXPORT uint64_t rocmmem_lease_waited_ms(const rocmmem_lease *l)
 {
 	return l->waited_ms;
+}
+
+ROCMMEM_EXPORT uint64_t rocmmem_lease_generation(const rocmmem_lease *l)
+{
+	return l->generation;
+}
+
+ROCMMEM_EXPORT int rocmmem_lease_revoked(const rocmmem_lease *l)
+{
+	int revoked;
+
+	pthread_mutex_lock(&l->client->lock);
+	revoked = l->revoked;
+	pthread_mutex_unlock(&l->client->lock);
+	return revoked;
 }

@@ -25,9 +25,11 @@ static int64_t wait_for(int64_t timeout_ms)
 
 /*
  * call_waiting is call for a request that waits for memory up to *timeout_ms (a field of
- * msg): while the daemon restarts it waits for it within that same time.
+ * msg): while the daemon restarts it waits for it within that same time. Stores the residency
+ * generation the answer names in *generation (0: an older daemon's answer names none).
  */
-static int call_waiting(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t *timeout_ms)
+static int call_waiting(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t *timeout_ms,
+			uint64_t *generation)
 {
 	struct call_opts o = conn_default_opts(wait_for(*timeout_ms));
 	struct inmsg *m;
@@ -35,9 +37,24 @@ static int call_waiting(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, in
 
 	o.reconnect_ms = *timeout_ms;
 	o.timeout_field = timeout_ms;
+	*generation = 0;
 	err = conn_call_opts(c, msg, &o, &m);
+	if (err == 0 && conn_reply(m)->body_case == ROCMMEM__WIRE__REPLY__BODY_RESIDENCY)
+		*generation = conn_reply(m)->residency->generation;
 	inmsg_free(m);
 	return err;
+}
+
+void model_granted(rocmmem_client *c, uint64_t host_id, uint64_t generation)
+{
+	struct lib_model *lm;
+
+	pthread_mutex_lock(&c->lock);
+	lm = model_by_id(c, host_id);
+	/* The host holds this residency now: events of older ones are stale from here on. */
+	if (lm && generation > lm->generation)
+		lm->generation = generation;
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* tracked runs fn on this client's record of a model (lock held), if it is this client's. */
@@ -128,6 +145,7 @@ ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, i
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelAcquire req = ROCMMEM__WIRE__MODEL_ACQUIRE__INIT;
+	uint64_t gen;
 	int err;
 
 	if (!c)
@@ -138,9 +156,11 @@ ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, i
 	req.timeout_ms = timeout_ms;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE;
 	msg.model_acquire = &req;
-	err = call_waiting(c, &msg, &req.timeout_ms);
-	if (err == 0)
+	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
+	if (err == 0) {
+		model_granted(c, model_id, gen);
 		tracked(c, model_id, acquired, 0);
+	}
 	return err;
 }
 
@@ -167,6 +187,7 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelResize req = ROCMMEM__WIRE__MODEL_RESIZE__INIT;
+	uint64_t gen;
 	int err;
 
 	if (!c)
@@ -179,9 +200,11 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 	req.timeout_ms = timeout_ms;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE;
 	msg.model_resize = &req;
-	err = call_waiting(c, &msg, &req.timeout_ms);
-	if (err == 0)
+	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
+	if (err == 0) {
+		model_granted(c, model_id, gen);
 		tracked(c, model_id, resized, reservation);
+	}
 	return err;
 }
 
@@ -203,7 +226,38 @@ ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *c, uint64_t model_id
 	return err;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *c, uint64_t model_id)
+/* ack_generation is the generation an ack without one names: the eviction last delivered,
+ * else the residency last granted. */
+static uint64_t ack_generation(rocmmem_client *c, uint64_t model_id)
+{
+	struct lib_model *lm;
+	uint64_t gen = 0;
+
+	pthread_mutex_lock(&c->lock);
+	lm = model_by_id(c, model_id);
+	if (lm)
+		gen = lm->evict_generation ? lm->evict_generation : lm->generation;
+	pthread_mutex_unlock(&c->lock);
+	return gen;
+}
+
+/* unloading: the host unloaded the residency it acks; unless it holds a later one, a
+ * reconnection declares the model without a reservation from now on. */
+static void unloading(struct lib_model *lm, uint64_t generation)
+{
+	if (generation >= lm->generation)
+		lm->reservation = 0;
+}
+
+/* acked notes a residency that is over: a restarted daemon carries on after it. */
+static void acked(struct lib_model *lm, uint64_t generation)
+{
+	if (generation > lm->ended)
+		lm->ended = generation;
+}
+
+ROCMMEM_EXPORT int rocmmem_model_evict_ack_generation(rocmmem_client *c, uint64_t model_id,
+						      uint64_t generation)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__EvictAck req = ROCMMEM__WIRE__EVICT_ACK__INIT;
@@ -213,17 +267,43 @@ ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *c, uint64_t model_id)
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict_ack needs a client");
+	if (generation == 0)
+		generation = ack_generation(c, model_id);
 	req.has_model_id = true;
 	req.model_id = model_daemon_id(c, model_id);
+	/* A model this library never heard of has no generation: the daemon decides. */
+	req.has_generation = generation != 0;
+	req.generation = generation;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK;
 	msg.evict_ack = &req;
-	/* Unloaded: a reconnection declares it without a reservation from now on. */
-	tracked(c, model_id, resized, 0);
+	tracked(c, model_id, unloading, generation);
 	o.once = true;
 	err = conn_call_opts(c, &msg, &o, &m);
 	inmsg_free(m);
+	if (err == 0)
+		tracked(c, model_id, acked, generation);
 	/* The daemon that asked went away: its eviction ended with it, nothing to tell. */
 	return err == -ENOTCONN ? 0 : err;
+}
+
+ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *c, uint64_t model_id)
+{
+	return rocmmem_model_evict_ack_generation(c, model_id, 0);
+}
+
+ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *c, uint64_t model_id)
+{
+	struct lib_model *lm;
+	uint64_t gen = 0;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	lm = model_by_id(c, model_id);
+	if (lm)
+		gen = lm->generation;
+	pthread_mutex_unlock(&c->lock);
+	return gen;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uint64_t *bytes_freed)

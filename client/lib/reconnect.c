@@ -227,6 +227,21 @@ static void end_for_good(rocmmem_client *c, int err, const char *why)
 	c->broken_err = err;
 	c->reconnecting = false;
 	snprintf(c->broken_msg, sizeof(c->broken_msg), "%s", why);
+	/* A daemon that stops (at its shutdown deadline) or refuses the connection lives on and
+	 * takes back what the connection held; one that died left the memory mapped here. */
+	if (c->shutdown_seen || c->refused) {
+		char reason[320];
+
+		if (c->shutdown_seen)
+			snprintf(reason, sizeof(reason), "%s",
+				 "rocmmemd stopped and took the memory back: it was not released "
+				 "before the daemon's shutdown deadline");
+		else
+			snprintf(reason, sizeof(reason),
+				 "rocmmemd closed the connection and took the memory back: %s",
+				 why);
+		lease_revoke_all(c, reason);
+	}
 	arm(c, 0);
 	/* Wake rocmmem_dispatch users so they learn of it. */
 	if (write(c->efd, &one, sizeof(one)) < 0) {
@@ -464,6 +479,9 @@ static int redeclare_model(struct attempt *at, struct snap_model *s)
 	req.reservation = s->m.reservation;
 	req.has_use_count = true;
 	req.use_count = s->m.use_count;
+	/* Its residency goes on under the new daemon, after any the old one ended. */
+	req.has_generation = true;
+	req.generation = s->m.generation > s->m.ended ? s->m.generation : s->m.ended + 1;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REDECLARE;
 	msg.model_redeclare = &req;
 	err = side_call(at, &msg, NULL, 0, REDECLARE_STEP_MS, &m);
@@ -816,9 +834,7 @@ static void install(rocmmem_client *c, struct attempt *at)
 	/* What the new daemon said during the attempt, after the connections before it. */
 	while ((m = at->events)) {
 		at->events = m->next;
-		m->seq = c->seq_base + m->msg->event->seq;
-		if (m->seq > c->last_seq)
-			c->last_seq = m->seq;
+		conn_note_event(c, m);
 		conn_queue_event(c, m);
 	}
 	at->events_tail = &at->events;

@@ -35,6 +35,8 @@ struct rocmmem_status {
 	size_t ndenials;
 	struct rocmmem_limit_info *limits;
 	size_t nlimits;
+	struct rocmmem_awaiting_info *awaiting;
+	size_t nawaiting;
 	struct rocmmem_access_info access;
 };
 
@@ -54,6 +56,8 @@ struct status_lists {
 	size_t n_denials;
 	Rocmmem__Wire__LimitInfo **limits;
 	size_t n_limits;
+	Rocmmem__Wire__AwaitingRedeclare **awaiting;
+	size_t n_awaiting;
 	const Rocmmem__Wire__AccessInfo *access;
 	const Rocmmem__Wire__Counters *counters;
 	const Rocmmem__Wire__DaemonInfo *daemon;
@@ -132,6 +136,7 @@ static void device_from_wire(struct rocmmem_device_info *o, const Rocmmem__Wire_
 	o->largest_with_eviction = d->largest_with_eviction;
 	o->oldest_wait_ms = d->oldest_wait_ms;
 	o->models_resident = d->models_resident;
+	o->awaiting_redeclare_bytes = d->awaiting_redeclare_bytes;
 	if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
 		o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
 		o->runtime_total_bytes = d->runtime_total_bytes;
@@ -220,10 +225,23 @@ static void limit_from_wire(struct rocmmem_limit_info *o, const Rocmmem__Wire__L
 	o->hits = d->hits;
 }
 
+static void awaiting_from_wire(struct rocmmem_awaiting_info *o,
+			       const Rocmmem__Wire__AwaitingRedeclare *d)
+{
+	o->device = d->device;
+	o->pid = d->pid;
+	o->uid = d->uid;
+	o->leases = d->leases;
+	o->lease_bytes = d->lease_bytes;
+	o->models = d->models;
+	o->reserved_bytes = d->reserved_bytes;
+	o->grace_left_ms = d->grace_left_ms;
+}
+
 /* fill converts the lists of every part into the public arrays. */
 static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 {
-	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0, np = 0, nt = 0;
+	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0, np = 0, nt = 0, na = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct status_lists *p = &lists[i];
@@ -235,6 +253,7 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 		nw += p->n_queue;
 		nx += p->n_denials;
 		nt += p->n_limits;
+		na += p->n_awaiting;
 		if (p->access) {
 			st->access.peers_refused = p->access->peers_refused;
 			st->access.requests_refused = p->access->requests_refused;
@@ -263,9 +282,10 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 	st->waiters = calloc(nw ? nw : 1, sizeof(*st->waiters));
 	st->denials = calloc(nx ? nx : 1, sizeof(*st->denials));
 	st->limits = calloc(nt ? nt : 1, sizeof(*st->limits));
+	st->awaiting = calloc(na ? na : 1, sizeof(*st->awaiting));
 	if (!st->processes || !st->process_first || !st->process_count || !st->devices ||
 	    !st->clients || !st->leases || !st->models || !st->waiters || !st->denials ||
-	    !st->limits)
+	    !st->limits || !st->awaiting)
 		return error_set(-ENOMEM, "out of memory");
 	np = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -296,6 +316,8 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 			denial_from_wire(&st->denials[st->ndenials++], p->denials[j]);
 		for (size_t j = 0; j < p->n_limits; j++)
 			limit_from_wire(&st->limits[st->nlimits++], p->limits[j]);
+		for (size_t j = 0; j < p->n_awaiting; j++)
+			awaiting_from_wire(&st->awaiting[st->nawaiting++], p->awaiting[j]);
 	}
 	return 0;
 }
@@ -326,6 +348,8 @@ static int fill_parts(rocmmem_status *st)
 		    .n_denials = p->n_denials,
 		    .limits = p->limits,
 		    .n_limits = p->n_limits,
+		    .awaiting = p->awaiting_redeclare,
+		    .n_awaiting = p->n_awaiting_redeclare,
 		    .access = p->access,
 		    .counters = p->counters,
 		    .daemon = p->daemon,
@@ -386,6 +410,7 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	free(st->waiters);
 	free(st->denials);
 	free(st->limits);
+	free(st->awaiting);
 	free(st);
 }
 
@@ -506,6 +531,7 @@ ACCESSORS(model, models, nmodels)
 ACCESSORS(waiter, waiters, nwaiters)
 ACCESSORS(denial, denials, ndenials)
 ACCESSORS(limit, limits, nlimits)
+ACCESSORS(awaiting, awaiting, nawaiting)
 
 ROCMMEM_EXPORT const struct rocmmem_access_info *rocmmem_status_access(const rocmmem_status *st)
 {

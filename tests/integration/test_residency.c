@@ -117,8 +117,10 @@ static void test_single_threaded_host_swaps_its_models(void **state)
 	assert_int_equal(find_model(st, vae)->reservation_bytes, 32 * MiB);
 	assert_int_equal(rocmmem_status_device(st, 0)->reserved_bytes, 32 * MiB);
 	rocmmem_status_free(st);
-	/* An ack nobody asked for, and a release of what is not in use, are refused. */
-	assert_int_equal(rocmmem_model_evict_ack(h.c, transformer), -EINVAL);
+	/* A second ack of the eviction that is over, an ack nobody asked for, and a release of
+	 * what is not in use, are refused. */
+	assert_int_equal(rocmmem_model_evict_ack(h.c, transformer), -ESTALE);
+	assert_int_equal(rocmmem_model_evict_ack(h.c, vae), -EINVAL);
 	assert_int_equal(rocmmem_model_release(h.c, transformer), -EINVAL);
 	assert_int_equal(rocmmem_model_release(h.c, vae), 0);
 	rocmmem_disconnect(h.c);

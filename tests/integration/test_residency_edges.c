@@ -1125,9 +1125,11 @@ static void test_ignored_evict_is_revoked(void **state)
 	assert_true(rocmmem_status_lease(st, 0)->id != tagged);
 	rocmmem_status_free(st);
 	assert_int_equal(host_lease_free(&a, tagged), 0);
-	/* A late ack is refused, and the evictions count once. */
-	assert_int_equal(host_ack(&a, m), -EINVAL);
+	/* A late ack is refused as stale (logged as a warning), and the evictions count once. */
+	assert_int_equal(host_ack(&a, m), -ESTALE);
+	assert_true(host_error_has(&a, "generation 1 is over"));
 	expect_model(m, ROCMMEM_MODEL_EVICTED, 0, 1);
+	assert_true(harness_log_contains(&daemon_, "warn: refused an evict ack of"));
 	snprintf(text, sizeof(text), "revoked model %llu 'ignored-model'", (unsigned long long)m);
 	assert_true(harness_log_contains(&daemon_, text));
 	snprintf(text, sizeof(text), "of pid %d 'stubborn-host': did not unload", (int)a.pid);
@@ -1355,23 +1357,23 @@ static void test_ack_refusals(void **state)
 	host_event(&a, ROCMMEM_EVENT_EVICT_REQUEST, m, SOON_MS);
 	assert_int_equal(host_ack(&s, m), -EPERM);
 	expect_model(m, ROCMMEM_MODEL_EVICTING, 16 * MiB, 0);
-	/* The owner's ack works once; a second is -EINVAL. */
+	/* The owner's ack works once; a second names an eviction that is over: -ESTALE. */
 	assert_int_equal(host_ack(&a, m), 0);
 	rc = host_reply(&r, (int64_t *)&lease);
 	assert_int_equal(rc, 0);
-	assert_int_equal(host_ack(&a, m), -EINVAL);
+	assert_int_equal(host_ack(&a, m), -ESTALE);
 	expect_model(m, ROCMMEM_MODEL_EVICTED, 0, 1);
 	assert_int_equal(host_lease_free(&r, lease), 0);
 	check_books();
 
-	/* Late: after the deadline revoked it (1 s), the ack is -EINVAL. */
+	/* Late: after the deadline revoked it (1 s), the ack is -ESTALE. */
 	host_resident(&a, m);
 	host_send(&r, 0, CMD_LEASE, (int64_t)(64 * MiB), 0, 10000);
 	host_event(&a, ROCMMEM_EVENT_EVICT_REQUEST, m, SOON_MS);
 	host_event(&a, ROCMMEM_EVENT_MODEL_REVOKED, m, SOON_MS);
 	rc = host_reply(&r, (int64_t *)&lease);
 	assert_int_equal(rc, 0);
-	assert_int_equal(host_ack(&a, m), -EINVAL);
+	assert_int_equal(host_ack(&a, m), -ESTALE);
 	expect_model(m, ROCMMEM_MODEL_EVICTED, 0, 2);
 	assert_int_equal(host_lease_free(&r, lease), 0);
 	check_books();

@@ -37,6 +37,7 @@ struct seen {
 	int nrevoked_models;
 	char reconnected[256];
 	char last_reason[256];
+	char revoked_reason[256]; /* of the latest lease revocation */
 };
 
 static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
@@ -49,6 +50,8 @@ static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *us
 	snprintf(s->last_reason, sizeof(s->last_reason), "%s", ev->reason);
 	if (ev->type == ROCMMEM_EVENT_LEASE_REVOKED && s->nrevoked < 8)
 		s->revoked_leases[s->nrevoked++] = ev->lease_id;
+	if (ev->type == ROCMMEM_EVENT_LEASE_REVOKED)
+		snprintf(s->revoked_reason, sizeof(s->revoked_reason), "%s", ev->reason);
 	if (ev->type == ROCMMEM_EVENT_MODEL_REVOKED && s->nrevoked_models < 8)
 		s->revoked_models[s->nrevoked_models++] = ev->model_id;
 	if (ev->type == ROCMMEM_EVENT_RECONNECTED)
@@ -567,6 +570,96 @@ static void test_dead_holder_is_forgotten_after_grace(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* reserver: a client process with a lease and a model in use; re-declares only when told. */
+static int reserver(void *arg, int in, int out)
+{
+	const struct daemon_proc *d = arg;
+	struct rocmmem_lease_request req = {.size = 16 * MiB};
+	struct rocmmem_model_desc desc = {.name = "kept-model", .size = 8 * MiB};
+	rocmmem_client *c = NULL;
+	rocmmem_lease *l = NULL;
+	uint64_t model;
+	int64_t cmd;
+
+	if (rocmmem_connect(d->sock, "reserver", 5000, &c) ||
+	    rocmmem_model_register(c, &desc, &model) || rocmmem_model_acquire(c, model, 0) ||
+	    rocmmem_lease_acquire(c, &req, &l))
+		return 1;
+	pipe_put(out, (int64_t)rocmmem_lease_id(l));
+	/* No thread of the library's own: nothing is re-declared until this process calls. */
+	pipe_get(in, &cmd, 60000);
+	pipe_put(out, rocmmem_trim(c, -1, NULL)); /* finds the daemon gone, comes back with all */
+	pipe_get(in, &cmd, 60000);
+	return 0;
+}
+
+/*
+ * test_grace_period_lists_what_awaits: after a restart, what a process has not re-declared yet
+ * is accounted (leased, reserved) and listed as awaiting re-declaration, by process, with the
+ * time left; a refusal meanwhile names it instead of "held by no other client".
+ */
+static void test_grace_period_lists_what_awaits(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--restart-grace", "30", NULL};
+	struct rocmmem_lease_request big = {.size = 48 * MiB};
+	const struct rocmmem_awaiting_info *w;
+	const struct rocmmem_device_info *dev;
+	struct daemon_proc d;
+	struct child ch;
+	rocmmem_client *c;
+	rocmmem_lease *l = NULL;
+	rocmmem_status *st;
+	int64_t id, took;
+	char text[160];
+
+	(void)state;
+	assert_int_equal(harness_daemon_start(&d, args), 0);
+	assert_int_equal(child_start(&ch, reserver, &d), 0);
+	assert_true(pipe_get(ch.from_child, &id, 5000) && id > 0);
+	kill9(&d);
+	restart(&d, args);
+	st = status(&d);
+	assert_int_equal(rocmmem_status_awaiting_count(st), 1);
+	w = rocmmem_status_awaiting(st, 0);
+	assert_int_equal(w->pid, ch.pid);
+	assert_int_equal(w->uid, getuid());
+	assert_int_equal(w->device, 0);
+	assert_int_equal(w->leases, 1);
+	assert_int_equal(w->lease_bytes, 16 * MiB);
+	assert_int_equal(w->models, 1);
+	assert_int_equal(w->reserved_bytes, 8 * MiB);
+	assert_true(w->grace_left_ms > 0 && w->grace_left_ms <= 30000);
+	dev = rocmmem_status_device(st, 0);
+	assert_int_equal(dev->awaiting_redeclare_bytes, 24 * MiB);
+	assert_int_equal(dev->leased_bytes, 16 * MiB);
+	assert_int_equal(dev->reserved_bytes, 8 * MiB);
+	assert_int_equal(rocmmem_status_lease_count(st), 0);
+	rocmmem_status_free(st);
+	/* A refusal names what waits, and who is to re-declare it. */
+	c = harness_connect(&d, "newcomer");
+	assert_int_equal(rocmmem_lease_acquire(c, &big, &l), -ENOMEM);
+	snprintf(text, sizeof(text),
+		 "held by no connected client; 24 MiB awaits re-declaration by pid %d until the "
+		 "restart's grace period ends in",
+		 (int)ch.pid);
+	if (!strstr(rocmmem_last_error(), text))
+		fail_msg("the refusal says: %s", rocmmem_last_error());
+	/* Re-declared: listed as a lease and a model of a client again, no longer as awaiting. */
+	pipe_put(ch.to_child, 1);
+	assert_true(pipe_get(ch.from_child, &took, 15000));
+	assert_int_equal(took, 0);
+	st = status(&d);
+	assert_int_equal(rocmmem_status_awaiting_count(st), 0);
+	assert_int_equal(rocmmem_status_device(st, 0)->awaiting_redeclare_bytes, 0);
+	assert_non_null(find_lease(st, (uint64_t)id));
+	assert_non_null(find_model(st, "kept-model"));
+	rocmmem_status_free(st);
+	pipe_put(ch.to_child, 1);
+	assert_int_equal(child_wait(&ch, 5000), 0);
+	rocmmem_disconnect(c);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 static void test_smaller_budget_after_restart(void **state)
 {
 	static const char *const big[] = {"--budget", "64M", NULL};
@@ -724,12 +817,63 @@ static void test_graceful_stop_is_final(void **state)
 	assert_int_equal(seen.by_type[ROCMMEM_EVENT_SHUTDOWN], 1);
 	assert_int_equal(seen.by_type[ROCMMEM_EVENT_DISCONNECTED], 1);
 	assert_int_equal(seen.by_type[ROCMMEM_EVENT_RECONNECTING], 0);
+	/* The daemon took the lease back when it stopped: the lease says so, once. */
+	assert_int_equal(rocmmem_lease_revoked(l), 1);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_LEASE_REVOKED], 1);
+	assert_int_equal(seen.revoked_leases[0], rocmmem_lease_id(l));
 	restart(&d, args);
 	usleep(200000);
 	assert_int_equal(rocmmem_client_state(c), ROCMMEM_DISCONNECTED);
-	assert_int_equal(rocmmem_lease_release(l), -ECONNRESET);
+	/* Revoked: released without asking anyone. */
+	assert_int_equal(rocmmem_lease_release(l), 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
+/*
+ * test_drain_deadline_revokes: a client that does not let go while the daemon drains loses its
+ * lease at the deadline: the memory is punched out (its mapping reads zeros), and the library
+ * marks the lease revoked with the reason, so that nothing uses it as if it still held data.
+ */
+static void test_drain_deadline_revokes(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--shutdown-timeout", "1", NULL};
+	struct seen seen = {0};
+	struct daemon_proc d;
+	rocmmem_lease *l, *m;
+	rocmmem_client *c;
+	uint64_t model;
+	const uint8_t *p;
+	bool zero = true;
+	struct rocmmem_model_desc desc = {.name = "kept", .size = 0};
+
+	(void)state;
+	assert_int_equal(harness_daemon_start(&d, args), 0);
+	c = harness_connect(&d, "hangs-on");
+	rocmmem_set_event_callback(c, on_event, &seen);
+	assert_int_equal(rocmmem_model_register(c, &desc, &model), 0);
+	l = lease(c, 2 * MiB, "plain", 0);
+	m = lease(c, 2 * MiB, "tagged", model);
+	fill(l);
+	kill(d.pid, SIGTERM);
+	/* Not dispatching: the shutdown is seen only once the daemon has given up waiting. */
+	assert_int_equal(waitpid(d.pid, NULL, 0), d.pid);
+	d.pid = 0;
+	assert_int_equal(rocmmem_lease_revoked(l), 0); /* nothing read yet */
+	assert_true(pump_until(c, ROCMMEM_DISCONNECTED, 5000) >= 0);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_SHUTDOWN], 1);
+	assert_int_equal(rocmmem_lease_revoked(l), 1);
+	assert_int_equal(rocmmem_lease_revoked(m), 1);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_LEASE_REVOKED], 2);
+	assert_non_null(strstr(seen.revoked_reason, "shutdown deadline"));
+	p = rocmmem_lease_ptr(l);
+	for (uint64_t off = 0; off < rocmmem_lease_size(l); off += 4096)
+		zero = zero && p[off] == 0;
+	assert_true(zero);
+	assert_int_equal(rocmmem_lease_release(l), 0);
+	assert_int_equal(rocmmem_lease_release(m), 0);
+	rocmmem_disconnect(c);
+	harness_remove_dir(d.dir);
 }
 
 static void test_reconnection_can_be_turned_off(void **state)
@@ -913,10 +1057,12 @@ int main(void)
 	    cmocka_unit_test(test_release_while_away),
 	    cmocka_unit_test(test_forged_redeclarations_are_refused),
 	    cmocka_unit_test(test_dead_holder_is_forgotten_after_grace),
+	    cmocka_unit_test(test_grace_period_lists_what_awaits),
 	    cmocka_unit_test(test_smaller_budget_after_restart),
 	    cmocka_unit_test(test_lost_state_file_refuses_leases),
 	    cmocka_unit_test(test_model_ids_are_mapped),
 	    cmocka_unit_test(test_graceful_stop_is_final),
+	    cmocka_unit_test(test_drain_deadline_revokes),
 	    cmocka_unit_test(test_reconnection_can_be_turned_off),
 	    cmocka_unit_test(test_window_ends),
 	    cmocka_unit_test(test_bad_state_files),

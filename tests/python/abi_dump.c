@@ -71,6 +71,7 @@ static void device_info(void)
 	FIELD(rocmmem_device_info, largest_with_eviction);
 	FIELD(rocmmem_device_info, oldest_wait_ms);
 	FIELD(rocmmem_device_info, models_resident);
+	FIELD(rocmmem_device_info, awaiting_redeclare_bytes);
 }
 
 static void process_info(void)
@@ -174,6 +175,19 @@ static void access_info(void)
 	FIELD(rocmmem_access_info, requests_refused);
 }
 
+static void awaiting_info(void)
+{
+	STRUCT(rocmmem_awaiting_info);
+	FIELD(rocmmem_awaiting_info, device);
+	FIELD(rocmmem_awaiting_info, pid);
+	FIELD(rocmmem_awaiting_info, uid);
+	FIELD(rocmmem_awaiting_info, leases);
+	FIELD(rocmmem_awaiting_info, lease_bytes);
+	FIELD(rocmmem_awaiting_info, models);
+	FIELD(rocmmem_awaiting_info, reserved_bytes);
+	FIELD(rocmmem_awaiting_info, grace_left_ms);
+}
+
 static void denial_info(void)
 {
 	STRUCT(rocmmem_denial_info);
@@ -245,6 +259,7 @@ static void event(void)
 	FIELD(rocmmem_event, sample);
 	FIELD(rocmmem_event, sample_info);
 	FIELD(rocmmem_event, telemetry);
+	FIELD(rocmmem_event, generation);
 }
 
 static void connect_options(void)
@@ -318,6 +333,7 @@ int main(void)
 	denial_info();
 	limit_info();
 	access_info();
+	awaiting_info();
 	model_desc();
 	sample_info();
 	telemetry_event();

@@ -97,6 +97,41 @@ class ReconnectTest(PyTestCase):
             pass
         c.close()
 
+    def test_what_awaits_re_declaration_is_listed(self):
+        # A holder that is busy (no call, no event thread) re-declares nothing yet: the new
+        # daemon accounts its memory and lists it as awaiting, by process, everywhere status
+        # is shown.
+        self.start_daemon(extra=["--restart-grace", "30"])
+        h = self.python("""
+            c = rocmmem.connect(socket=SOCK, name="busy-host")
+            lease = c.lease("4M")
+            m = c.register_model("unet", "2M")
+            m.acquire(timeout=5)
+            say("held", os.getpid())
+            time.sleep(60)
+            """, name="busy-host")
+        pid = int(h.wait_stdout(r"^held (\d+)$").group(1))
+        self.daemon.signal(signal.SIGKILL)
+        self.daemon.wait()
+        self.start_daemon(name="rocmmemd2", extra=["--restart-grace", "30"])
+        c = self.connect(name="observer")
+        st = c.status()
+        [w] = st["awaiting_redeclare"]
+        self.assertEqual((w["pid"], w["device"], w["leases"], w["lease_bytes"], w["models"],
+                          w["reserved_bytes"], w["bytes"]),
+                         (pid, 0, 1, 4 << 20, 1, 2 << 20, 6 << 20))
+        self.assertTrue(0 < w["grace_left_ms"] <= 30000, w)
+        self.assertEqual(st["devices"][0]["awaiting_redeclare_bytes"], 6 << 20)
+        self.assertEqual(st["devices"][0]["leased_bytes"], 4 << 20)
+        self.assertEqual(st["leases"], [])
+        ctl = self.ctl_json("status")
+        self.assertEqual(ctl["awaiting_redeclare"][0]["pid"], pid)
+        self.assertEqual(ctl["awaiting_redeclare"][0]["bytes"], 6 << 20)
+        table = self.ctl("status")
+        self.assertEqual(table.rc, 0, table)
+        self.assertIn("AWAITING RE-DECLARATION", table.stdout)
+        self.assertRegex(table.stdout, rf"(?m)^{pid} +\d+ +0 +1 +4 MiB +1 +2 MiB +\d")
+
     def test_reconnect_false_and_the_environment(self):
         self.start_daemon()
         c = self.connect(name="final", reconnect=False)

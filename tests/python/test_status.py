@@ -47,7 +47,7 @@ class StatusTest(PyTestCase):
         ctl = self.status()
         self.assertEqual(list(mine), ["schema_version", "daemon", "devices", "clients",
                                       "leases", "models", "queue", "denials", "counters",
-                                      "limits", "access"])
+                                      "limits", "access", "awaiting_redeclare"])
         self.assertEqual(list(mine), list(ctl))
         for section in ("daemon", "counters", "limits", "access"):
             self.assertEqual(list(mine[section]), list(ctl[section]), section)

@@ -4,12 +4,45 @@ gives the clients that hold memory up to --shutdown-timeout to let go; a client 
 nothing goes at once, one that hangs is cut off at the deadline, a second signal ends the wait.
 While draining, only what gives memory back is served."""
 import errno
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 import unittest
 
-from fixture import MiB, STATUS, Event, RawClient, ServiceTestCase, poll_until, service_env
+from fixture import (MiB, STATUS, Event, RawClient, ServiceTestCase, clean_env, poll_until,
+                     service_env)
+
+# A host through the Python package that holds a lease and does not let go during the drain.
+PY_HOLDER = textwrap.dedent("""\
+    import json, sys
+    import rocmmem
+
+    c = rocmmem.connect(socket=sys.argv[1], name="py-holder")
+    events = []
+    c.on_event = events.append
+    lease = c.lease("10M")
+    lease.buffer[:5] = b"hello"
+    print("held", flush=True)
+    sys.stdin.readline()  # the daemon has stopped meanwhile
+    seen = {"before": [lease.revoked, lease.released]}
+    try:
+        c.status()  # the first call finds the connection ended
+    except rocmmem.DaemonUnavailable as e:
+        seen["error"] = e.errno
+    seen["after_call"] = [lease.revoked, lease.released, c.state, c.available]
+    try:
+        while c.dispatch() > 0:
+            pass
+    except rocmmem.DaemonUnavailable:
+        pass  # once the end was delivered
+    seen["delivered"] = [lease.revoked, lease.released, lease.revoked_reason,
+                         [e["type"] for e in events]]
+    print(json.dumps(seen), flush=True)
+    """)
 
 
 class Drain(ServiceTestCase):
@@ -60,6 +93,33 @@ class Drain(ServiceTestCase):
         self.assertEqual(d.wait(10.0), 0, d.log())
         self.assertIn("interrupted (SIGINT): not waiting any longer; disconnecting 1 client",
                       d.log())
+
+    def test_a_python_lease_taken_at_the_deadline_says_revoked(self):
+        preload = os.environ.get("ROCMMEM_PYTHON_PRELOAD")
+        if preload == "":
+            self.skipTest("the sanitizers' runtimes to preload into Python were not found")
+        env = clean_env(**({"LD_PRELOAD": preload, "ASAN_OPTIONS": "detect_leaks=0"}
+                           if preload else {}))
+        d = self.start(1)
+        p = subprocess.Popen([sys.executable, "-c", PY_HOLDER, self.sock], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        self.assertEqual(p.stdout.readline().strip(), "held")
+        d.signal(signal.SIGTERM)
+        self.assertEqual(d.wait(15.0), 0, d.log())
+        self.assertRegex(d.log(), r"did not let go within 1000 ms; disconnecting it and "
+                                  r"reclaiming 10 MiB in 1 lease")
+        out, _ = p.communicate("go\n", timeout=30)
+        seen = json.loads(out)
+        # Nothing read yet: nothing known. The first call reads the daemon's last words (it
+        # stops) and the end: the memory is gone, the connection ends for good.
+        self.assertEqual(seen["before"], [False, False])
+        self.assertEqual(seen["error"], errno.ECONNRESET)
+        self.assertEqual(seen["after_call"], [True, False, "disconnected", False])
+        revoked, released, reason, types = seen["delivered"]
+        self.assertEqual((revoked, released), (True, True))
+        self.assertIn("shutdown deadline", reason)
+        self.assertEqual(types, ["shutdown", "lease_revoked", "disconnected"])
 
     def test_only_releases_are_served_while_draining(self):
         d = self.start(60)

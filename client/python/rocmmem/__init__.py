@@ -16,7 +16,7 @@ import atexit as _atexit
 from ._version import __version__
 from .client import Client, Eviction, Lease, Model, connect, _close_all
 from .errors import (Busy, ClientClosed, DaemonUnavailable, Deadlock, Error, InvalidArgument,
-                     LibraryNotFound, NotFound, OutOfMemory, PermissionDenied, Timeout,
+                     LibraryNotFound, NotFound, OutOfMemory, PermissionDenied, Stale, Timeout,
                      TooLarge)
 from ._native import MODEL_CLASSES
 from .sizes import format_size, parse_size
@@ -24,7 +24,8 @@ from .sizes import format_size, parse_size
 __all__ = [
     "__version__", "connect", "Client", "Lease", "Model", "Eviction", "Error",
     "DaemonUnavailable", "OutOfMemory", "Timeout", "TooLarge", "Deadlock", "PermissionDenied",
-    "Busy", "NotFound", "InvalidArgument", "ClientClosed", "LibraryNotFound", "parse_size",
+    "Busy", "NotFound", "InvalidArgument", "Stale", "ClientClosed", "LibraryNotFound",
+    "parse_size",
     "format_size", "MODEL_CLASSES",
 ]
 

@@ -82,6 +82,7 @@ def device(lib, st, index):
         "largest_with_eviction_bytes": v.largest_with_eviction,
         "evictable_bytes": v.evictable_bytes,
         "models_resident": v.models_resident,
+        "awaiting_redeclare_bytes": v.awaiting_redeclare_bytes,
         "handle": N.HANDLE_NAMES.get(v.handle_kind, "none"),
         "sharing": text(v.sharing),
         "pci_bus_id": text(v.pci_bus_id),
@@ -169,6 +170,12 @@ def status(lib, st):
                    for v in _each(lib, st, "limit")},
         "access": {"peers_refused": access.peers_refused,
                    "requests_refused": access.requests_refused},
+        "awaiting_redeclare": [
+            {"device": v.device, "pid": v.pid, "uid": v.uid, "leases": v.leases,
+             "lease_bytes": v.lease_bytes, "models": v.models,
+             "reserved_bytes": v.reserved_bytes, "bytes": v.lease_bytes + v.reserved_bytes,
+             "grace_left_ms": v.grace_left_ms}
+            for v in _each(lib, st, "awaiting")],
     }
 
 
@@ -229,7 +236,7 @@ def event(lib, ev):
     """Any rocmmem_event as a dict: samples and telemetry as watch prints them, the rest as
     {"type": "evict_request" | "model_revoked" | "lease_revoked" | "shutdown" |
     "disconnected" | "reconnecting" | "reconnected" | "other", "seq", "reason", and the ids
-    that apply}."""
+    and the model's residency generation that apply}."""
     if ev.type == N.EVENT_SAMPLE and ev.sample and ev.sample_info:
         return sample(lib, ev.sample, ev.sample_info.contents)
     if ev.type == N.EVENT_TELEMETRY and ev.telemetry:
@@ -243,4 +250,6 @@ def event(lib, ev):
         o["deadline_ms"] = ev.deadline_ms
     if ev.type == N.EVENT_LEASE_REVOKED:
         o["lease_id"] = ev.lease_id
+    if ev.type in (N.EVENT_EVICT_REQUEST, N.EVENT_MODEL_REVOKED, N.EVENT_LEASE_REVOKED):
+        o["generation"] = ev.generation
     return o

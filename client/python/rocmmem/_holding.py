@@ -7,7 +7,13 @@ one connection by host object and by model id, and registers, acquires (holds) a
 them. Subclasses provide on_evict(handle) and on_revoked(handle, reason) and unload there.
 Waiting calls (hold) must never run under the lock: while a call waits, the client's event
 thread may need the lock to unload another model.
+
+Evictions and revocations name the residency generation they end (docs/residency.md). One of
+a residency older than the one a hold got is stale and never reaches the subclass; one that
+began unloading just before a hold's acquire returned is waited for by that hold, so that
+the host loads the weights again instead of using what the unload is taking away.
 """
+import threading
 import weakref
 
 
@@ -29,6 +35,8 @@ class Slot:
         self.registered = 0  # what an acquire reserves when it is not resident
         self.reserved = 0  # what the daemon holds for it, as far as this process knows
         self.held = False  # acquired by this process
+        self.generation = 0  # the residency generation the latest hold got
+        self.unloading = 0  # unloads (on_evict, on_revoked) running now
 
 
 class Holdings:
@@ -38,6 +46,7 @@ class Holdings:
     def __init__(self, client, lock, timeout):
         self.client = client
         self.lock = lock
+        self.cond = threading.Condition(lock)  # signalled when an unload ends
         self.timeout = timeout
         self.entries = {}  # id(host model) -> Slot
         self.by_id = {}  # model id -> Slot
@@ -52,6 +61,50 @@ class Holdings:
     def on_revoked(self, handle, reason):
         raise NotImplementedError
 
+    def _unload_begins(self, handle):
+        """Whether an eviction or revocation of handle's event_generation may unload the
+        slot: not when a hold got a later residency since (stale). Counts the unload."""
+        with self.cond:
+            e = self.by_id.get(handle.id)
+            gen = handle.event_generation
+            if e is not None and gen and e.generation > gen:
+                return None
+            if e is not None:
+                e.unloading += 1
+            return e or False
+
+    def _unload_ends(self, e):
+        if e:
+            with self.cond:
+                e.unloading -= 1
+                self.cond.notify_all()
+
+    def _evicted(self, handle):
+        e = self._unload_begins(handle)
+        if e is None:
+            return
+        try:
+            self.on_evict(handle)
+        finally:
+            self._unload_ends(e)
+
+    def _revoked(self, handle, reason):
+        e = self._unload_begins(handle)
+        if e is None:
+            return
+        try:
+            self.on_revoked(handle, reason)
+        finally:
+            self._unload_ends(e)
+
+    def _settle(self, e, timeout):
+        """After an acquire returned: records its residency, and waits out an unload of
+        the slot that began before (up to timeout seconds; None: as long as it takes)."""
+        gen = e.handle.generation
+        with self.cond:
+            e.generation = max(e.generation, gen)
+            self.cond.wait_for(lambda: e.unloading == 0, timeout)
+
     def slot_of(self, model_id):
         with self.lock:
             return self.by_id.get(model_id)
@@ -62,13 +115,14 @@ class Holdings:
         old = e.handle
         new = self.client.register_model(e.name, size=size, model_class=e.model_class,
                                          device=e.device, priority=e.priority, pinned=e.pinned,
-                                         on_evict=self.on_evict, on_revoked=self.on_revoked)
+                                         on_evict=self._evicted, on_revoked=self._revoked)
         with self.lock:
             if old is not None:
                 self.by_id.pop(old.id, None)
             self.by_id[new.id] = e
             e.handle = new
             e.registered = size
+            e.generation = 0  # a new model: generations of its own
         if old is not None:
             self._give_back("unregister", e, old.unregister)
         return new
@@ -91,6 +145,7 @@ class Holdings:
                 e.handle.resize(target, timeout=timeout)
                 e.reserved = target
             e.handle.acquire(timeout=timeout)
+            self._settle(e, timeout)
             e.held = True
             if e.reserved == 0:
                 # It was not resident (or was evicted since the resize: on_evict zeroed it):

@@ -97,7 +97,14 @@ class DeviceInfo(ctypes.Structure):
                 ("temperature_mc", c_int32), ("power_mw", c_uint32),
                 ("busy_percent", c_uint32), ("largest_grantable", c_uint64),
                 ("evictable_bytes", c_uint64), ("largest_with_eviction", c_uint64),
-                ("oldest_wait_ms", c_uint64), ("models_resident", c_uint32)]
+                ("oldest_wait_ms", c_uint64), ("models_resident", c_uint32),
+                ("awaiting_redeclare_bytes", c_uint64)]
+
+
+class AwaitingInfo(ctypes.Structure):
+    _fields_ = [("device", c_uint32), ("pid", c_int32), ("uid", c_uint32), ("leases", c_uint32),
+                ("lease_bytes", c_uint64), ("models", c_uint32), ("reserved_bytes", c_uint64),
+                ("grace_left_ms", c_uint64)]
 
 
 class ProcessInfo(ctypes.Structure):
@@ -178,7 +185,7 @@ class Event(ctypes.Structure):
                 ("model_id", c_uint64), ("lease_id", c_uint64), ("bytes_needed", c_uint64),
                 ("deadline_ms", c_uint32), ("sample", c_void_p),
                 ("sample_info", ctypes.POINTER(SampleInfo)),
-                ("telemetry", ctypes.POINTER(TelemetryEvent))]
+                ("telemetry", ctypes.POINTER(TelemetryEvent)), ("generation", c_uint64)]
 
 
 class ConnectOptions(ctypes.Structure):
@@ -201,6 +208,7 @@ STRUCTS = {
     "rocmmem_denial_info": DenialInfo,
     "rocmmem_limit_info": LimitInfo,
     "rocmmem_access_info": AccessInfo,
+    "rocmmem_awaiting_info": AwaitingInfo,
     "rocmmem_model_desc": ModelDesc,
     "rocmmem_sample_info": SampleInfo,
     "rocmmem_telemetry_event": TelemetryEvent,
@@ -238,6 +246,8 @@ PROTOTYPES = {
     "rocmmem_lease_ipc_handle": (c_int, [c_void_p, c_void_p, P(c_uint64)]),
     "rocmmem_lease_pci_bus_id": (c_char_p, [c_void_p]),
     "rocmmem_lease_waited_ms": (c_uint64, [c_void_p]),
+    "rocmmem_lease_generation": (c_uint64, [c_void_p]),
+    "rocmmem_lease_revoked": (c_int, [c_void_p]),
     "rocmmem_status_get": (c_int, [c_void_p, P(c_void_p)]),
     "rocmmem_status_free": (None, [c_void_p]),
     "rocmmem_status_daemon": (P(DaemonInfo), [c_void_p]),
@@ -259,6 +269,8 @@ PROTOTYPES = {
     "rocmmem_status_model": (P(ModelInfo), [c_void_p, c_size_t]),
     "rocmmem_status_waiter_count": (c_size_t, [c_void_p]),
     "rocmmem_status_waiter": (P(WaiterInfo), [c_void_p, c_size_t]),
+    "rocmmem_status_awaiting_count": (c_size_t, [c_void_p]),
+    "rocmmem_status_awaiting": (P(AwaitingInfo), [c_void_p, c_size_t]),
     "rocmmem_trim": (c_int, [c_void_p, c_int, P(c_uint64)]),
     "rocmmem_metrics": (c_int, [c_void_p, P(c_void_p)]),
     "rocmmem_model_register": (c_int, [c_void_p, P(ModelDesc), P(c_uint64)]),
@@ -267,6 +279,8 @@ PROTOTYPES = {
     "rocmmem_model_resize": (c_int, [c_void_p, c_uint64, c_uint64, c_int64]),
     "rocmmem_model_unregister": (c_int, [c_void_p, c_uint64]),
     "rocmmem_model_evict_ack": (c_int, [c_void_p, c_uint64]),
+    "rocmmem_model_evict_ack_generation": (c_int, [c_void_p, c_uint64, c_uint64]),
+    "rocmmem_model_generation": (c_uint64, [c_void_p, c_uint64]),
     "rocmmem_model_evict": (c_int, [c_void_p, c_uint64, P(c_uint64)]),
     "rocmmem_model_pin": (c_int, [c_void_p, c_uint64, c_int]),
     "rocmmem_set_event_callback": (c_int, [c_void_p, EVENT_FN, c_void_p]),

@@ -123,8 +123,7 @@ class Client:
         self._closed = False
         self._pid = os.getpid()
         self._fail_safe = fail_safe
-        self._available = handle is not None
-        self._away_since = None  # when librocmmem began reconnecting (None: it is not)
+        self._warned_away = False  # the daemon's absence was logged (once per absence)
         self._reason = reason  # why the daemon is unavailable
         self._reason_errno = reason_errno
         self._leases = weakref.WeakValueDictionary()  # lease id -> Lease
@@ -159,28 +158,19 @@ class Client:
 
     @property
     def available(self):
-        """Whether the daemon is there: False for a fail-safe client without one, once the
-        connection has ended, and while librocmmem reconnects to a daemon that went away
-        (True again once it is back: see state)."""
-        if self._closed or self._pid != os.getpid():
-            return False
-        if self._available:
-            return True
-        # Gone for a while: back as soon as librocmmem has reconnected, even before its
-        # "reconnected" event is delivered.
-        if not self._away_since or self._ended or self.state != "connected":
-            return False
-        with self._lock:
-            self._available = True
-            self._reason = None
-            self._away_since = None
-        return True
+        """Whether the daemon is there: state == "connected". False for a fail-safe client
+        without one, once the connection has ended, and while librocmmem reconnects to a
+        daemon that went away (True again once it is back). Read from librocmmem's state, as
+        state is: the two never disagree, whichever thread delivers events."""
+        return self.state == "connected"
 
     @property
     def state(self):
         """Where the connection stands: "connected", "reconnecting" (the daemon went away
         without saying it stops; librocmmem brings the connection back, re-declaring this
-        client's leases and models) or "disconnected" (for good, or never connected)."""
+        client's leases and models) or "disconnected" (for good, or never connected). The
+        one source of available, as librocmmem knows it right now (its events may be
+        delivered later)."""
         with self._lock:
             if self._closed or self._handle is None or self._pid != os.getpid():
                 return "disconnected"
@@ -201,13 +191,20 @@ class Client:
     @property
     def unavailable_reason(self):
         """Why the daemon is unavailable (None while it is available)."""
-        return None if self.available else (self._reason or "the client is closed")
+        state = self.state
+        if state == "connected":
+            return None
+        if self._closed:
+            return "the client is closed"
+        if state == "reconnecting":
+            return self._reason or "rocmmemd went away: reconnecting"
+        return self._reason or "the connection to rocmmemd ended"
 
     def __repr__(self):
         if self._closed:
             state = "closed"
-        elif not self._available:
-            state = f"unavailable: {self._reason}"
+        elif not self.available:
+            state = f"unavailable: {self.unavailable_reason}"
         else:
             state = f"rocmmemd {self.daemon_version}, backend {self.backend}"
         return f"<rocmmem.Client {state}>"
@@ -283,33 +280,33 @@ class Client:
                 self._lost(message)
         return e
 
+    # _lost, _away and _back only keep the reason and log: whether the daemon is available
+    # is librocmmem's state (see state), never a flag of this package's.
+
     def _lost(self, reason):
         """The connection has ended: the client is unavailable from now on."""
         with self._lock:
-            was = self._available
-            self._available = False
-            self._away_since = None
+            warn = not self._warned_away and self._reason is None
+            self._warned_away = True
             self._reason = reason
-        if was and self._fail_safe:
+        if warn and self._fail_safe:
             log.warning("rocmmem: rocmmemd is unavailable (%s): carrying on without it",
                         reason)
 
     def _away(self, reason):
         """The daemon went away and librocmmem reconnects: unavailable until it is back."""
         with self._lock:
-            if not self._available:
-                return
-            self._available = False
-            self._away_since = time.monotonic()
+            warn = not self._warned_away
+            self._warned_away = True
             self._reason = reason
-        log.warning("rocmmem: rocmmemd went away (%s)%s", reason,
-                    "; carrying on without it meanwhile" if self._fail_safe else "")
+        if warn:
+            log.warning("rocmmem: rocmmemd went away (%s)%s", reason,
+                        "; carrying on without it meanwhile" if self._fail_safe else "")
 
     def _back(self, summary):
         """librocmmem reconnected, this client's leases and models re-declared."""
         with self._lock:
-            self._available = True
-            self._away_since = None
+            self._warned_away = False
             self._reason = None
         log.info("rocmmem: %s", summary)
 
@@ -439,14 +436,18 @@ class Client:
         if own is not None:
             own.pinned = bool(pinned)
 
-    def evict_ack(self, model):
+    def evict_ack(self, model, generation=None):
         """Tells the daemon a model it asked to evict has been unloaded (for hosts that answer
-        evict requests through on_event instead of a Model's on_evict)."""
+        evict requests through on_event instead of a Model's on_evict). generation: the evict
+        request's (event["generation"]); None: the latest evict request delivered for the
+        model. Raises Stale (ESTALE) when that eviction is over already: acked, or revoked at
+        its deadline."""
         model_id = _model_id(model)
+        gen = 0 if generation is None else int(generation)
         own = self._models.get(model_id)
-        if own is not None:
+        if own is not None and (gen == 0 or gen >= own.generation):
             own.resident = False  # before the ack: it lets the waiting request through
-        self._call("rocmmem_model_evict_ack", model_id, has_soft=True)
+        self._call("rocmmem_model_evict_ack_generation", model_id, gen, has_soft=True)
 
     # --- status and telemetry ------------------------------------------------------------
 
@@ -633,12 +634,13 @@ class Client:
 
     def _deliver(self, ev):
         """Handles one event, inside the C callback: ev and what it points to are valid only
-        until this returns, so everything is copied out first."""
+        until this returns, so everything is copied out first. librocmmem has already dropped
+        evict requests and revocations of a residency older than one this host acquired."""
         t = ev.type
         if t == N.EVENT_EVICT_REQUEST:
             model = self._models.get(ev.model_id)
             if model is not None and model.on_evict is not None:
-                self._evict(model)
+                self._evict(model, ev.generation)
                 return
             if self.on_event is None:
                 log.warning("rocmmem: the daemon asks to unload model %d%s, which has no "
@@ -648,10 +650,15 @@ class Client:
         elif t == N.EVENT_MODEL_REVOKED:
             model = self._models.get(ev.model_id)
             if model is not None:
-                model.resident = False
+                if not model._newer_than(ev.generation):
+                    model.resident = False
                 if model.on_revoked is not None:
-                    _call_user(model.on_revoked, model, N.text(ev.reason),
-                               what=f"on_revoked of model '{model.name}'")
+                    model.event_generation = ev.generation
+                    try:
+                        _call_user(model.on_revoked, model, N.text(ev.reason),
+                                   what=f"on_revoked of model '{model.name}'")
+                    finally:
+                        model.event_generation = 0
                     return
         elif t == N.EVENT_LEASE_REVOKED:
             lease = self._leases.get(ev.lease_id)
@@ -671,22 +678,34 @@ class Client:
             event = _convert.event(self._lib, ev)
             _call_user(fn, event, what="on_event")
 
-    def _evict(self, model):
-        """Runs a model's on_evict, releases the leases still tagged with it and acks."""
-        ok, _ = _call_user(model.on_evict, model, what=f"on_evict of model {model.id} "
-                                                         f"'{model.name}' (not acked: the "
-                                                         f"daemon revokes it at its deadline)")
+    def _evict(self, model, generation):
+        """Runs a model's on_evict, releases the leases still tagged with it and acks the
+        eviction of that generation. A slow on_evict may outlast the deadline: the model is
+        then revoked and may be acquired again meanwhile; the leases of that newer residency
+        stay, and the ack, stale, is refused by the daemon."""
+        model.event_generation = generation
+        try:
+            ok, _ = _call_user(model.on_evict, model,
+                               what=f"on_evict of model {model.id} '{model.name}' (not "
+                                    f"acked: the daemon revokes it at its deadline)")
+        finally:
+            model.event_generation = 0
         if not ok:
             return
         for lease in self.leases():
-            if lease.model is model:
+            if lease.model is model and not lease._newer_than(generation):
                 lease.release()
-        model.resident = False
+        if not model._newer_than(generation):
+            model.resident = False
         try:
-            self._call("rocmmem_model_evict_ack", model.id)
+            self._call("rocmmem_model_evict_ack_generation", model.id, generation)
+            log.debug("rocmmem: acked the eviction of model %d '%s' generation %d", model.id,
+                      model.name, generation)
         except Error as e:
-            # EINVAL: the eviction is over already (revoked); closed or gone: nothing to tell.
-            log.debug("rocmmem: ack of model %d '%s': %s", model.id, model.name, e)
+            # ESTALE: the eviction is over already (revoked at its deadline; the daemon logs
+            # it); closed or gone: nothing to tell.
+            log.debug("rocmmem: ack of model %d '%s' generation %d: %s", model.id, model.name,
+                      generation, e)
 
     # --- closing -------------------------------------------------------------------------
 
@@ -742,11 +761,13 @@ class Lease:
         self._client = client
         self._handle = handle
         self._released = False
-        self.revoked = False
+        self._revoked = False
         self.revoked_reason = None
         self.tag = tag
         self.model = model
         self.id = lib.rocmmem_lease_id(handle)
+        # A lease tagged with a model: the model's residency generation it was granted in.
+        self.generation = lib.rocmmem_lease_generation(handle)
         self.size = lib.rocmmem_lease_size(handle)
         self.device = lib.rocmmem_lease_device(handle)
         self.handle_kind = N.HANDLE_NAMES.get(lib.rocmmem_lease_handle_kind(handle), "none")
@@ -767,6 +788,27 @@ class Lease:
     @property
     def released(self):
         return self._released
+
+    @property
+    def revoked(self):
+        """True once the daemon has taken the lease's memory back: revoked with its model,
+        not taken back by a restarted daemon, or reclaimed when the daemon stopped at its
+        shutdown deadline (as librocmmem knows it: once it has read the end of the
+        connection, in a call, dispatch() or the event thread). revoked_reason says why
+        once the revocation was delivered."""
+        if self._revoked:
+            return True
+        c = self._client
+        with c._lock:
+            if self._handle is None or c._closed or c._handle is None or \
+                    c._pid != os.getpid():
+                return False
+            return bool(c._lib.rocmmem_lease_revoked(self._handle))
+
+    def _newer_than(self, generation):
+        """Whether the lease belongs to a residency of its model later than generation (an
+        eviction of that generation must leave it alone)."""
+        return bool(generation) and self.generation > generation
 
     @property
     def ptr(self):
@@ -844,7 +886,7 @@ class Lease:
             client._leave()
 
     def _on_revoked(self, reason):
-        self.revoked = True
+        self._revoked = True
         self.revoked_reason = reason
         self.release()  # frees the handle without asking the daemon
 
@@ -873,7 +915,27 @@ class Model:
         self.on_evict = on_evict
         self.on_revoked = on_revoked
         self.resident = False  # as far as this process knows
+        # During on_evict and on_revoked: the residency generation the event concerns.
+        self.event_generation = 0
         self._uses = 0
+
+    @property
+    def generation(self):
+        """The newest residency generation of the model this process was granted something
+        in (an acquire, a resize, a tagged lease); 0 before any. The daemon advances it each
+        time it takes the model's memory back (docs/residency.md)."""
+        c = self._client
+        if self.id == 0 or c._closed or c._handle is None:
+            return 0
+        try:
+            with c._native() as handle:
+                return c._lib.rocmmem_model_generation(handle, self.id)
+        except Error:
+            return 0
+
+    def _newer_than(self, generation):
+        """Whether this process holds a residency of the model later than generation."""
+        return bool(generation) and self.generation > generation
 
     @property
     def offline(self):
@@ -948,11 +1010,13 @@ class Model:
             if lease.model is self:
                 lease.model = None
 
-    def evict_ack(self):
-        """Acks an evict request by hand (for hosts that handle it through on_event)."""
-        self.resident = False
+    def evict_ack(self, generation=None):
+        """Acks an evict request by hand (for hosts that handle it through on_event):
+        generation as Client.evict_ack."""
+        if generation is None or not self._newer_than(generation):
+            self.resident = False
         if not self._soft():
-            self._client.evict_ack(self.id)
+            self._client.evict_ack(self.id, generation)
 
     def evict(self):
         """Asks the daemon to evict this model now (Client.evict_model)."""

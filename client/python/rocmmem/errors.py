@@ -8,7 +8,7 @@ positive errno and .strerror the daemon's own explanation (rocmmem_last_error())
 import errno as _errno
 
 __all__ = ["Error", "DaemonUnavailable", "OutOfMemory", "Timeout", "TooLarge", "Deadlock",
-           "PermissionDenied", "Busy", "NotFound", "InvalidArgument", "ClientClosed",
+           "PermissionDenied", "Busy", "NotFound", "InvalidArgument", "Stale", "ClientClosed",
            "LibraryNotFound"]
 
 
@@ -69,6 +69,11 @@ class InvalidArgument(Error, ValueError):
     """EINVAL: a request the daemon or the library cannot take as given."""
 
 
+class Stale(Error):
+    """ESTALE: what the request names is over: an eviction acked or revoked already, or a
+    record a restarted daemon no longer keeps."""
+
+
 class ClientClosed(Error):
     """EBADF: the client was closed (by close(), or at exit)."""
 
@@ -88,6 +93,7 @@ _BY_ERRNO = {
     _errno.ENOENT: NotFound,
     _errno.ENODEV: NotFound,
     _errno.EINVAL: InvalidArgument,
+    _errno.ESTALE: Stale,
     _errno.EBADF: ClientClosed,
 }
 
