@@ -300,6 +300,7 @@ struct rocmmem_daemon_info {
 	uint64_t uptime_s;
 	const char *backend;
 	uint32_t protocol_version;
+	uint64_t heap_bytes; /* the daemon's heap in use (malloc's own count); 0: unknown */
 };
 
 struct rocmmem_device_info {

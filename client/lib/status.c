@@ -249,6 +249,7 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 			st->daemon.uptime_s = p->daemon->uptime_s;
 			st->daemon.backend = str(p->daemon->backend);
 			st->daemon.protocol_version = p->daemon->protocol_version;
+			st->daemon.heap_bytes = p->daemon->heap_bytes;
 		}
 	}
 	st->processes = calloc(np ? np : 1, sizeof(*st->processes));

@@ -938,7 +938,7 @@ static void test_admin_evict_and_pin(void **state)
 		 "'nobody' (uid 65534): model %llu 'root-owned' belongs to pid %d 'model-owner': "
 		 "only its owner or root may evict or pin it",
 		 (unsigned long long)model, (int)getpid());
-	assert_true(harness_log_contains(&hostile.d, text));
+	assert_true(harness_log_wait(&hostile.d, text, HARNESS_WAIT_MS));
 	/* Each refusal counted: 5 model requests, a release, a tagged lease, 3 admin requests. */
 	hostile_access_refused(&peers, &refused);
 	assert_int_equal(refused, refused_before + 10);

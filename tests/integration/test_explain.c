@@ -324,7 +324,7 @@ static void test_at_once_names_every_holder(void **state)
 	expect_suggestion(why, s);
 	expect_denial(-ENOMEM, 39 * MiB, "asker", "", why);
 	/* The log says the same. */
-	assert_true(harness_log_contains(&daemon_, why));
+	assert_true(harness_log_wait(&daemon_, why, HARNESS_WAIT_MS));
 
 	/* What the requester holds itself is told apart from the others. */
 	{
@@ -581,7 +581,7 @@ static void test_eviction_under_way(void **state)
 	expect_suggestion(why, "wait longer: 32 MiB is still being freed (owners have 30 s to "
 			       "unload)");
 	expect_denial(-ETIMEDOUT, 32 * MiB, "asker", "", why);
-	assert_true(harness_log_contains(&daemon_, why));
+	assert_true(harness_log_wait(&daemon_, why, HARNESS_WAIT_MS));
 	host_quit(&a);
 	host_quit(&b);
 	rocmmem_disconnect(c);

@@ -30,6 +30,7 @@ static void daemon_info(void)
 	FIELD(rocmmem_daemon_info, uptime_s);
 	FIELD(rocmmem_daemon_info, backend);
 	FIELD(rocmmem_daemon_info, protocol_version);
+	FIELD(rocmmem_daemon_info, heap_bytes);
 }
 
 static void device_info(void)
