@@ -18,6 +18,8 @@ packages=(
 	valgrind
 	# The fuzz build (ROCMMEM_FUZZ=ON): clang and its libFuzzer and sanitizer runtimes.
 	clang libclang-rt-dev
+	# A competing CPU load for the suite (ROCMMEM_TEST_LOAD=1 bash scripts/test.sh).
+	stress-ng
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -65,6 +67,9 @@ if [ ! -f "$hip_dir/usr/include/hip/hip_runtime_api.h" ]; then
 	fi
 	rm -rf "$tmp"
 fi
+
+# Debian's real ROCm runtime, unpacked likewise, for the tests that load it (tests/gpu/real_rocm.c).
+bash scripts/rocm-runtime.sh "$PWD/$build_dir/rocm-runtime"
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DROCMMEM_HIP_INCLUDE_DIR="$hip_dir/usr/include" "$@" >/dev/null
