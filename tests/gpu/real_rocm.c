@@ -202,7 +202,7 @@ static void test_smi(void **state)
 /* run_daemon runs rocmmemd with args to its exit (up to HARNESS_WAIT_MS); returns its status. */
 static int run_daemon(struct daemon_proc *d, const char *const *args)
 {
-	const char *argv[16] = {ROCMMEMD_BIN, "--socket", d->sock, "--config", "/dev/null"};
+	const char *argv[16] = {harness_daemon_bin(), "--socket", d->sock, "--config", "/dev/null"};
 	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	int n = 5, status = 0, log;
 	pid_t pid, got;
@@ -267,8 +267,8 @@ static void test_daemon_auto_falls_back(void **state)
 				     "backend hip unavailable: hipInit failed: "
 				     "hipErrorInvalidDevice (101)",
 				     HARNESS_WAIT_MS));
-	assert_true(
-	    harness_log_wait(&d, "using the host backend (chosen by --backend auto)", HARNESS_WAIT_MS));
+	assert_true(harness_log_wait(&d, "using the host backend (chosen by --backend auto)",
+				     HARNESS_WAIT_MS));
 	c = harness_connect(&d, "real-rocm");
 	assert_int_equal(rocmmem_status_get(c, &st), 0);
 	assert_string_equal(rocmmem_status_daemon(st)->backend, "host");
@@ -311,8 +311,9 @@ int main(int argc, char **argv)
 	(void)argc;
 	if (access(HIP_DIR "/libamdhip64.so.5", F_OK) != 0 ||
 	    access(SMI_DIR "/librocm_smi64.so.1", F_OK) != 0) {
-		fprintf(stderr, "SKIP: Debian's ROCm runtime is not unpacked in %s "
-				"(scripts/rocm-runtime.sh does it; it needs apt)\n",
+		fprintf(stderr,
+			"SKIP: Debian's ROCm runtime is not unpacked in %s "
+			"(scripts/rocm-runtime.sh does it; it needs apt)\n",
 			ROCM_RUNTIME_DIR);
 		return 77;
 	}

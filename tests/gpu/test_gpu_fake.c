@@ -262,7 +262,7 @@ static void start_fails(const char *const *args, int expect_status, const char *
 
 	snprintf(sock, sizeof(sock), "%s/fail.sock", state_dir);
 	snprintf(log, sizeof(log), "%s/fail.log", state_dir);
-	argv[n++] = ROCMMEMD_BIN;
+	argv[n++] = harness_daemon_bin();
 	argv[n++] = "--socket";
 	argv[n++] = sock;
 	for (int i = 0; args[i] && n < 14; i++)

@@ -37,6 +37,13 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+const char *harness_daemon_bin(void)
+{
+	const char *bin = getenv("ROCMMEMD");
+
+	return bin && bin[0] ? bin : ROCMMEMD_BIN;
+}
+
 /* Daemons still running when a failed test longjmps away are killed at exit, so that no
  * orphan holds the test runner's pipes open. */
 static pid_t started[64];
@@ -93,7 +100,7 @@ static void exec_daemon(const struct daemon_proc *d, const char *const *extra_ar
 
 	for (int i = 0; how && how->wrapper && how->wrapper[i] && n < 40; i++)
 		argv[n++] = how->wrapper[i];
-	argv[n++] = ROCMMEMD_BIN;
+	argv[n++] = harness_daemon_bin();
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
 	argv[n++] = "--log-level";

@@ -28,6 +28,13 @@ struct daemon_proc {
 };
 
 /*
+ * harness_daemon_bin names the daemon the tests start: $ROCMMEMD when set (a copied build, as
+ * in scripts/gpu-bundle.sh's bundle, where the build tree's path does not exist), else the
+ * rocmmemd this build made.
+ */
+const char *harness_daemon_bin(void);
+
+/*
  * harness_daemon_start starts the built rocmmemd with --socket in a fresh temporary directory,
  * --log-level debug, --config /dev/null (never the machine's file), --backend host, and the
  * given extra arguments (NULL-terminated, may be NULL; a --backend or --config there wins),
