@@ -296,7 +296,7 @@ static void child_admin(int sync, int arg)
 /* expect_evict_request reads the owner's messages until the evict request for model. */
 static void expect_evict_request(int fd, uint64_t model)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	while (harness_now_ms() < end) {
 		Rocmmem__Wire__ServerMessage *m = NULL;

@@ -148,7 +148,7 @@ static server_msg *stream_event(struct stream *s, int timeout_ms)
 /* stream_reply reads up to the successful reply to id; the events before it are checked. */
 static server_msg *stream_reply(struct stream *s, uint64_t id)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	server_msg *m;
 
 	while (harness_now_ms() < end) {
@@ -398,7 +398,7 @@ static void test_subscribe_twice(void **state)
 
 	stream_subscribe(&s, 4, false, true, 0);
 	probe_client("twice-probe");
-	end = harness_now_ms() + 3000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	for (;;) {
 		m = stream_event(&s, (int)(end - harness_now_ms()));
 		if (!m)
@@ -709,7 +709,7 @@ static void test_disconnect_mid_stream(void **state)
 	for (int i = 0; i < 2; i++)
 		hostile_child_kill(&kids[i]);
 	/* The watcher's stream goes on and tells it both children left. */
-	end = harness_now_ms() + 5000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (!gone[0] || !gone[1]) {
 		m = stream_event(&w, (int)(end - harness_now_ms()));
 		if (!m)

@@ -270,7 +270,7 @@ static void expect_denial(int err, uint64_t bytes, const char *client, const cha
 /* wait_waiters polls until the device's queue holds n requests. */
 static void wait_waiters(uint32_t n)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	struct harness_totals t;
 
 	while (harness_now_ms() < end) {

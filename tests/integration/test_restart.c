@@ -244,7 +244,7 @@ static void test_leases_and_models_survive_sigkill(void **state)
 	assert_int_equal(rocmmem_model_release(c, vae_id), 0);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(rocmmem_lease_release(l[i]), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(rocmmem_model_unregister(c, vae_id), 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
@@ -307,7 +307,7 @@ static void test_calls_wait_for_the_daemon(void **state)
 	rocmmem_status_free(st);
 	assert_int_equal(rocmmem_lease_release(later), 0);
 	assert_int_equal(rocmmem_lease_release(held), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
@@ -507,7 +507,7 @@ static void test_forged_redeclarations_are_refused(void **state)
 	assert_true(rocmmem_lease_id(fresh) >= 200);
 	rocmmem_disconnect(c);
 	close(fd);
-	assert_true(harness_wait_totals(&d, 4 * MiB, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 4 * MiB, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 	close(good);
 	close(unsealed);
@@ -557,7 +557,7 @@ static void test_dead_holder_is_forgotten_after_grace(void **state)
 	/* Until the grace period ends its 16 MiB count: 24 MiB does not fit in 32. */
 	c = harness_connect(&d, "newcomer");
 	assert_int_equal(rocmmem_lease_acquire(c, &big, &l), -ENOMEM);
-	waited = harness_wait_totals(&d, 0, 0, 5000);
+	waited = harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS);
 	assert_true(waited >= 0);
 	assert_true(harness_log_wait(&d, "not re-declared within 1 s", HARNESS_WAIT_MS));
 	assert_int_equal(rocmmem_lease_acquire(c, &big, &l), 0);
@@ -811,7 +811,7 @@ static void corrupt_then_start(const char *what, void (*spoil)(const char *path)
 	if (harness_daemon_restart(&d, args) != 0)
 		fail_msg("a %s state file kept rocmmemd from starting", what);
 	/* Said once the daemon is up: it may accept connections an instant before. */
-	for (long end = harness_now_ms() + 2000;
+	for (long end = harness_now_ms() + HARNESS_WAIT_MS;
 	     !harness_log_contains(&d, expect_log) && harness_now_ms() < end;)
 		usleep(5000);
 	if (!harness_log_contains(&d, expect_log))
