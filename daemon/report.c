@@ -4,10 +4,34 @@
 
 #include <string.h>
 #include <unistd.h>
+#if defined(__GLIBC__) && !defined(ROCMMEM_SANITIZED)
+#include <malloc.h>
+#endif
 
 #include "client.h"
 #include "server.h"
 #include "version.h"
+
+/*
+ * heap_in_use reads what malloc has handed out and not taken back (glibc's mallinfo2: the
+ * arenas' allocated chunks plus mmapped ones), every thread's arena included. Unlike RSS it
+ * does not count freed memory malloc keeps, nor code pages first touched: a leak shows as
+ * growth here however busy the machine and however fragmented the heap. Sanitized builds
+ * allocate outside glibc's malloc: there it is unknown.
+ */
+static bool heap_in_use(uint64_t *out)
+{
+#if defined(__GLIBC__) && !defined(ROCMMEM_SANITIZED) && \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+	struct mallinfo2 m = mallinfo2();
+
+	*out = (uint64_t)m.uordblks + (uint64_t)m.hblkhd;
+	return true;
+#else
+	(void)out;
+	return false;
+#endif
+}
 
 void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s)
 {
@@ -24,6 +48,7 @@ void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s)
 		o->has_host_fallback = o->host_fallback = true;
 		o->host_fallback_reason = (char *)backend_host_fallback();
 	}
+	o->has_heap_bytes = heap_in_use(&o->heap_bytes);
 }
 
 static void report_telemetry(Rocmmem__Wire__DeviceTelemetry *o, const struct device *d,

@@ -40,6 +40,8 @@ test_packages=(
 	python3-yaml python3-psutil python3-packaging git
 	# rocmmemctl's bash completion, loaded by bash-completion's own loader (tests/install).
 	bash-completion
+	# A competing CPU load for the suite (ROCMMEM_TEST_LOAD=1 bash scripts/test.sh).
+	stress-ng
 )
 packages=("${runtime_packages[@]}")
 if ((!runtime_only)); then
@@ -98,6 +100,9 @@ if [ ! -f "$hip_dir/usr/include/hip/hip_runtime_api.h" ]; then
 	fi
 	rm -rf "$tmp"
 fi
+
+# Debian's real ROCm runtime, unpacked likewise, for the tests that load it (tests/gpu/real_rocm.c).
+bash scripts/rocm-runtime.sh "$PWD/$build_dir/rocm-runtime"
 
 # Tests and benchmarks on, whatever a run.sh build of the same directory left in its cache.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \

@@ -324,6 +324,7 @@ struct rocmmem_daemon_info {
 	 */
 	int host_fallback;
 	const char *host_fallback_reason;
+	uint64_t heap_bytes; /* the daemon's heap in use (malloc's own count); 0: unknown */
 };
 
 struct rocmmem_device_info {

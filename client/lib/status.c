@@ -270,6 +270,7 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 			st->daemon.protocol_version = p->daemon->protocol_version;
 			st->daemon.host_fallback = p->daemon->host_fallback;
 			st->daemon.host_fallback_reason = str(p->daemon->host_fallback_reason);
+			st->daemon.heap_bytes = p->daemon->heap_bytes;
 		}
 	}
 	st->processes = calloc(np ? np : 1, sizeof(*st->processes));

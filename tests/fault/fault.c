@@ -115,7 +115,7 @@ int fault_books(const struct daemon_proc *d, struct fault_books *out)
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	err = rocmmem_connect(d->sock, "fault-books", 10000, &c);
+	err = rocmmem_connect(d->sock, "fault-books", HARNESS_WAIT_MS, &c);
 	if (err)
 		return err;
 	err = rocmmem_status_get(c, &st);
@@ -139,6 +139,8 @@ int fault_books(const struct daemon_proc *d, struct fault_books *out)
 	out->models = rocmmem_status_model_count(st);
 	out->queue = rocmmem_status_waiter_count(st);
 	out->failures = rocmmem_status_counters(st)->failures;
+	out->revocations = rocmmem_status_counters(st)->revocations;
+	out->heap = rocmmem_status_daemon(st)->heap_bytes;
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
 	return 0;
@@ -186,11 +188,13 @@ void fault_baseline_take(const struct daemon_proc *d, struct fault_baseline *b)
 {
 	struct fault_books books;
 
-	fault_wait_idle(d, 5000, "before the baseline");
+	fault_wait_idle(d, HARNESS_WAIT_MS, "before the baseline");
 	assert_int_equal(fault_books(d, &books), 0);
 	b->budget = books.budget;
 	b->fds = harness_fd_count_settled(d->pid);
 	b->rss_kib = fault_rss_kib(d->pid);
+	assert_int_equal(fault_books(d, &books), 0);
+	b->heap = books.heap;
 	assert_true(b->fds > 0);
 	assert_true(b->rss_kib > 0);
 }
@@ -202,7 +206,7 @@ static void whole_budget(const struct daemon_proc *d, uint64_t budget, const cha
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	unsigned char *p;
-	int err = rocmmem_connect(d->sock, "well-behaved", 10000, &c);
+	int err = rocmmem_connect(d->sock, "well-behaved", HARNESS_WAIT_MS, &c);
 
 	if (err)
 		fail_msg("%s: a well-behaved client cannot connect: %s", what,
@@ -221,17 +225,18 @@ static void whole_budget(const struct daemon_proc *d, uint64_t budget, const cha
 }
 
 void fault_assert_baseline(struct daemon_proc *d, const struct fault_baseline *b,
-			   long rss_slack_kib, const char *what)
+			   int64_t heap_slack, const char *what)
 {
+	struct fault_books books;
 	long end, rss;
 	int fds = -1;
 
 	if (!harness_daemon_alive(d))
 		fail_msg("%s: the daemon is no longer running", what);
-	fault_wait_idle(d, 5000, what);
+	fault_wait_idle(d, HARNESS_WAIT_MS, what);
 	whole_budget(d, b->budget, what);
-	fault_wait_idle(d, 2000, what);
-	end = harness_now_ms() + 3000;
+	fault_wait_idle(d, HARNESS_WAIT_MS, what);
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (harness_now_ms() < end) {
 		fds = harness_fd_count(d->pid);
 		if (fds == b->fds)
@@ -243,11 +248,15 @@ void fault_assert_baseline(struct daemon_proc *d, const struct fault_baseline *b
 		fail_msg("%s: the daemon has %d fds open, its baseline is %d", what, fds, b->fds);
 	}
 	rss = fault_rss_kib(d->pid);
-	print_message("%s: books empty, %d fds (baseline %d), RSS %ld KiB (baseline %ld KiB%s)\n",
-		      what, fds, b->fds, rss, b->rss_kib, FAULT_RSS_JUDGED ? "" : ", not judged");
-	if (FAULT_RSS_JUDGED && rss_slack_kib >= 0 && rss > b->rss_kib + rss_slack_kib)
-		fail_msg("%s: the daemon's RSS is %ld KiB, more than its baseline %ld KiB + %ld",
-			 what, rss, b->rss_kib, rss_slack_kib);
+	assert_int_equal(fault_books(d, &books), 0);
+	print_message("%s: books empty, %d fds (baseline %d), heap in use %" PRIu64 " bytes "
+		      "(baseline %" PRIu64 "%s), RSS %ld KiB (baseline %ld KiB, not judged)\n",
+		      what, fds, b->fds, books.heap, b->heap,
+		      b->heap && books.heap ? "" : ": unknown, not judged", rss, b->rss_kib);
+	if (b->heap && books.heap && heap_slack >= 0 && books.heap > b->heap + (uint64_t)heap_slack)
+		fail_msg("%s: the daemon's heap holds %" PRIu64
+			 " bytes, more than its baseline %" PRIu64 " + %" PRId64,
+			 what, books.heap, b->heap, heap_slack);
 	if (!harness_daemon_alive(d))
 		fail_msg("%s: the daemon is no longer running", what);
 }

@@ -38,18 +38,8 @@ int fault_daemon_stop(struct daemon_proc *d, long timeout_ms, bool keep_dir);
  */
 int fault_daemon_wait_exit(struct daemon_proc *d, long timeout_ms);
 
-/* fault_rss_kib reads a process's VmRSS in KiB, or -1. */
+/* fault_rss_kib reads a process's VmRSS in KiB, or -1 (printed, never judged: see below). */
 long fault_rss_kib(pid_t pid);
-
-/*
- * Whether the daemon's RSS means anything: AddressSanitizer keeps freed memory in quarantine,
- * so a sanitized daemon grows by design (its leak check at exit judges memory instead).
- */
-#ifdef ROCMMEM_SANITIZED
-#define FAULT_RSS_JUDGED false
-#else
-#define FAULT_RSS_JUDGED true
-#endif
 
 /* The daemon's books as one status snapshot shows them (device 0 and every table). */
 struct fault_books {
@@ -57,33 +47,43 @@ struct fault_books {
 	uint32_t device_waiters;
 	size_t clients; /* other than the reader's own connection */
 	size_t leases, models, queue;
-	uint64_t lease_sum; /* sum of the lease table's sizes */
-	uint64_t failures;  /* the counter of allocations the backend refused */
+	uint64_t lease_sum;   /* sum of the lease table's sizes */
+	uint64_t failures;    /* the counter of allocations the backend refused */
+	uint64_t revocations; /* the counter of models revoked at their eviction deadline */
+	uint64_t heap;	      /* the daemon's heap in use (status), 0: unknown (sanitized) */
 };
 
 /* fault_books reads the books through a fresh connection. Returns 0 or a negative errno. */
 int fault_books(const struct daemon_proc *d, struct fault_books *out);
 
 /* What a daemon must come back to once every test client is gone. */
+/*
+ * Memory is judged by the daemon's heap in use as its status reports it (malloc's own count of
+ * bytes allocated and not freed), never by RSS: RSS also counts what malloc keeps after a
+ * burst, fragmentation and code pages first touched, all of which depend on how the machine
+ * scheduled the work, not on what the daemon still holds. Sanitized builds report no heap
+ * (their leak check at exit judges memory instead).
+ */
 struct fault_baseline {
 	int fds;
-	long rss_kib;
+	long rss_kib;  /* for the record only */
+	uint64_t heap; /* 0: unknown, memory is not judged */
 	uint64_t budget;
 };
 
-/* fault_baseline_take measures the baseline of an idle daemon (fds settled, then RSS). */
+/* fault_baseline_take measures the baseline of an idle daemon (fds settled, then its heap). */
 void fault_baseline_take(const struct daemon_proc *d, struct fault_baseline *b);
 
 /*
  * fault_assert_baseline fails the test unless, within a few seconds, the daemon still runs,
  * its books are empty (nothing leased or reserved, no lease, client, model or waiter), it has
  * exactly its baseline of fds, a well-behaved client gets the whole budget at once (and
- * touches its first and last page) and, when rss_slack_kib >= 0 (and FAULT_RSS_JUDGED), its
- * VmRSS is at most the baseline's plus rss_slack_kib. what names the moment in the failure
- * message.
+ * touches its first and last page) and, when heap_slack >= 0 (and the daemon reports its
+ * heap), its heap in use is at most the baseline's plus heap_slack bytes. what names the
+ * moment in the failure message.
  */
 void fault_assert_baseline(struct daemon_proc *d, const struct fault_baseline *b,
-			   long rss_slack_kib, const char *what);
+			   int64_t heap_slack, const char *what);
 
 /*
  * fault_wait_books waits (up to timeout_ms) until the books are empty but for `clients`

@@ -154,7 +154,7 @@ static void start_gpu_daemon(struct daemon_proc *d, bool cuda, const char *shari
 			env[n++] = "FAKEHIP_DMABUF=0";
 	}
 	env[n] = NULL;
-	if (fault_daemon_start(d, NULL, env, args, 10000) != 0)
+	if (fault_daemon_start(d, NULL, env, args, HARNESS_WAIT_MS) != 0)
 		fail_msg("rocmmemd did not start over the stand-in %s runtime (%s)",
 			 cuda ? "CUDA" : "HIP", fail);
 }
@@ -168,10 +168,10 @@ static int nomap_lease(rocmmem_client *c, uint64_t size, int64_t timeout_ms, roc
 	return rocmmem_lease_acquire(c, &req, l);
 }
 
-/* expect_used waits (up to 2 s) for the daemon's device usage to be want. */
+/* expect_used waits (up to HARNESS_WAIT_MS) for the daemon's device usage to be want. */
 static void expect_used(const struct step *s, pid_t pid, uint64_t want)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	uint64_t used;
 
 	while ((used = device_used(s->cuda, pid)) != want && harness_now_ms() < end)
@@ -205,7 +205,7 @@ static void run_step(const struct step *s)
 			 rocmmem_last_error());
 	assert_null(l);
 	/* Nothing half-done: no charge, one failure counted, no fd, no device memory. */
-	fault_wait_books(&d, 1, 2000, s->what);
+	fault_wait_books(&d, 1, HARNESS_WAIT_MS, s->what);
 	assert_int_equal(fault_books(&d, &b), 0);
 	assert_int_equal(b.failures, 1);
 	fds = harness_fd_count_settled(d.pid);
@@ -230,10 +230,10 @@ static void run_step(const struct step *s)
 	assert_true(device_used(s->cuda, d.pid) >= used0 + s->size);
 	assert_int_equal(rocmmem_lease_release(l), 0);
 	rocmmem_disconnect(c);
-	fault_wait_idle(&d, 2000, s->what);
+	fault_wait_idle(&d, HARNESS_WAIT_MS, s->what);
 	if (harness_fd_count_settled(d.pid) != fds0)
 		fail_msg("%s: the daemon did not return to %d fds", s->what, fds0);
-	if (fault_daemon_stop(&d, 10000, false) != 0)
+	if (fault_daemon_stop(&d, HARNESS_WAIT_MS, false) != 0)
 		fail_msg("%s: rocmmemd did not exit 0 on SIGTERM", s->what);
 	print_message("%-58s %s, then served\n", s->what, rocmmem_strerror(s->err));
 }
@@ -261,7 +261,7 @@ static void *wait_for_memory(void *arg)
 	struct waiter *w = arg;
 	long t0 = harness_now_ms();
 
-	w->err = nomap_lease(w->c, w->size, 8000, &w->lease);
+	w->err = nomap_lease(w->c, w->size, HARNESS_WAIT_MS, &w->lease);
 	w->ms = harness_now_ms() - t0;
 	snprintf(w->message, sizeof(w->message), "%s", w->err ? rocmmem_last_error() : "");
 	return NULL;
@@ -269,7 +269,7 @@ static void *wait_for_memory(void *arg)
 
 static void wait_queued(const struct daemon_proc *d, uint32_t n)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	struct fault_books b;
 
 	do {
@@ -320,8 +320,8 @@ static void test_failed_allocation_wakes_the_queue(void **state)
 	rocmmem_disconnect(first.c);
 	rocmmem_disconnect(second.c);
 	rocmmem_disconnect(holder);
-	fault_wait_idle(&d, 2000, "after the failed allocation");
-	assert_int_equal(fault_daemon_stop(&d, 10000, false), 0);
+	fault_wait_idle(&d, HARNESS_WAIT_MS, "after the failed allocation");
+	assert_int_equal(fault_daemon_stop(&d, HARNESS_WAIT_MS, false), 0);
 }
 
 int main(void)

@@ -222,7 +222,7 @@ static rocmmem_client *child_connect(const char *name)
 {
 	rocmmem_client *c = NULL;
 
-	if (rocmmem_connect(daemon_.sock, name, 10000, &c) != 0)
+	if (rocmmem_connect(daemon_.sock, name, HARNESS_WAIT_MS, &c) != 0)
 		_exit(CHILD_NO_CONNECT);
 	return c;
 }
@@ -358,7 +358,7 @@ static void child_owner(int out, uint64_t seed, int arg)
 static void child_requester(int out, uint64_t seed, int arg)
 {
 	struct rocmmem_lease_request req = {
-	    .size = (uint64_t)arg * MIB, .timeout_ms = 10000, .tag = "requester"};
+	    .size = (uint64_t)arg * MIB, .timeout_ms = HARNESS_WAIT_MS, .tag = "requester"};
 	rocmmem_client *c = child_connect("requester");
 	rocmmem_lease *l = NULL;
 	int err;
@@ -493,7 +493,7 @@ static uint64_t raw_model(int fd, uint64_t id, uint64_t size)
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER;
 	msg.model_register = &reg;
 	raw_send(fd, &msg, id);
-	m = harness_raw_recv(fd, 10000, NULL, NULL, NULL);
+	m = harness_raw_recv(fd, HARNESS_WAIT_MS, NULL, NULL, NULL);
 	if (!m || m->kind_case != ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY ||
 	    m->reply->body_case != ROCMMEM__WIRE__REPLY__BODY_MODEL)
 		_exit(CHILD_UNEXPECTED);
@@ -547,7 +547,7 @@ static void child_raw(int out, uint64_t seed, int arg)
 		raw_status(fd, 2);
 		if (fault_below(&r, 2)) {
 			Rocmmem__Wire__ServerMessage *m =
-			    harness_raw_recv(fd, 10000, NULL, NULL, NULL);
+			    harness_raw_recv(fd, HARNESS_WAIT_MS, NULL, NULL, NULL);
 
 			/* The first of several parts: more follow, never read. */
 			if (!m || m->kind_case != ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY ||
@@ -600,9 +600,9 @@ static long phase_leases(long kills)
 			kids[i] = spawn(child_leases, 0);
 		if (!from_fork)
 			for (int i = 0; i < BATCH; i++)
-				kid_expect(&kids[i], 'R', 10000);
+				kid_expect(&kids[i], 'R', HARNESS_WAIT_MS);
 		kill_batch(kids, BATCH, 20000);
-		fault_wait_idle(&daemon_, 3000, "after killing lease churners");
+		fault_wait_idle(&daemon_, HARNESS_WAIT_MS, "after killing lease churners");
 		done += BATCH;
 	}
 	return done;
@@ -618,17 +618,19 @@ static void eviction_round(void)
 	unsigned mode = (unsigned)fault_below(&rng, 4);
 	struct kid owner = spawn(child_owner, (int)size), requester;
 	bool asked = false, acked = false;
+	struct fault_books before, after;
 	char c;
 
-	kid_expect(&owner, 'R', 10000);
+	kid_expect(&owner, 'R', HARNESS_WAIT_MS);
+	assert_int_equal(fault_books(&daemon_, &before), 0);
 	requester = spawn(child_requester, (int)need);
 	if (mode == 0) {
 		/* Anywhere from before the requester connects to after the ack. */
 		fault_sleep_us((long)fault_below(&rng, 6000));
 	} else {
 		/* Once the request is there: with it outstanding, while acking, or just after. */
-		kid_expect(&requester, 'R', 10000);
-		kid_expect(&owner, 'E', 10000);
+		kid_expect(&requester, 'R', HARNESS_WAIT_MS);
+		kid_expect(&owner, 'E', HARNESS_WAIT_MS);
 		asked = true;
 		fault_sleep_us((long)fault_below(&rng, mode == 3 ? 800 : 2000));
 	}
@@ -649,25 +651,28 @@ static void eviction_round(void)
 			landed.outstanding++;
 		else
 			landed.after_ack++;
-		/* Whatever the owner was doing, its death gives the memory back at once: far
-		 * sooner than the eviction deadline (20 s). */
-		c = kid_read(&requester, 5000);
+		/* Whatever the owner was doing, its death gives the memory back: the owner's
+		 * leases are reclaimed, the model is never revoked at the eviction deadline (which
+		 * a busy machine could also reach, so the cause is checked, not the time). */
+		c = kid_read(&requester, HARNESS_WAIT_MS);
 		if (c == 'R') /* not read yet when the kill came before it connected */
-			c = kid_read(&requester, 5000);
-		if (c != 'G')
-			fail_msg(
-			    "the requester did not get its %u MiB within 5 s of the owner of a "
-			    "%u MiB model being killed %s",
-			    need, size,
-			    !asked   ? "before the evict request"
-			    : !acked ? "with the evict request outstanding"
-				     : "after acking");
+			c = kid_read(&requester, HARNESS_WAIT_MS);
+		assert_int_equal(fault_books(&daemon_, &after), 0);
+		if (c != 'G' || after.revocations != before.revocations)
+			fail_msg("the requester %s its %u MiB %s the owner of a %u MiB model was "
+				 "killed %s",
+				 c != 'G' ? "did not get" : "got", need,
+				 c != 'G' ? "after" : "only by a revocation at the deadline after",
+				 size,
+				 !asked	  ? "before the evict request"
+				 : !acked ? "with the evict request outstanding"
+					  : "after acking");
 	}
 	kid_kill(&requester);
 	kid_kill(&owner);
 	kid_close(&owner);
 	kid_close(&requester);
-	fault_wait_idle(&daemon_, 3000, "after an eviction's kill");
+	fault_wait_idle(&daemon_, HARNESS_WAIT_MS, "after an eviction's kill");
 }
 
 static long phase_evictions(long kills)
@@ -692,9 +697,9 @@ static long phase_subscriptions(long kills)
 		for (int i = 1; i < BATCH; i++)
 			kids[i] = spawn(child_subscriber, (int)fault_below(&rng, 2));
 		for (int i = 0; i < BATCH; i++)
-			kid_expect(&kids[i], 'R', 10000);
+			kid_expect(&kids[i], 'R', HARNESS_WAIT_MS);
 		kill_batch(kids, BATCH, 60000);
-		fault_wait_idle(&daemon_, 3000, "after killing subscribers");
+		fault_wait_idle(&daemon_, HARNESS_WAIT_MS, "after killing subscribers");
 		done += BATCH;
 	}
 	return done;
@@ -729,20 +734,21 @@ static long phase_raw(long kills)
 			kids[i] = spawn(child_raw, (int)fault_below(&rng, RAW_KINDS) +
 						       (self_kill ? RAW_KINDS : 0));
 			if (self_kill) {
-				assert_int_equal(kid_exit(&kids[i], 10000), 128 + SIGKILL);
+				assert_int_equal(kid_exit(&kids[i], HARNESS_WAIT_MS),
+						 128 + SIGKILL);
 				kid_close(&kids[i]);
 			} else {
 				kids[waiting++] = kids[i];
 			}
 		}
 		for (size_t i = 0; i < waiting; i++)
-			kid_expect(&kids[i], 'R', 10000);
+			kid_expect(&kids[i], 'R', HARNESS_WAIT_MS);
 		kill_batch(kids, waiting, 5000);
 		done += BATCH;
 		/* The fillers stay: the books hold their 300 models and two clients. */
 		if (done % (4 * BATCH) == 0 || done >= kills) {
 			struct fault_books b;
-			long end = harness_now_ms() + 3000;
+			long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 			for (;;) {
 				assert_int_equal(fault_books(&daemon_, &b), 0);
@@ -763,7 +769,7 @@ static long phase_raw(long kills)
 	}
 	rocmmem_disconnect(fill[0]);
 	rocmmem_disconnect(fill[1]);
-	fault_wait_idle(&daemon_, 3000, "after the raw clients");
+	fault_wait_idle(&daemon_, HARNESS_WAIT_MS, "after the raw clients");
 	return done;
 }
 
@@ -775,7 +781,7 @@ static int setup(void **state)
 
 	(void)state;
 	rng.state = fault_seed("fault_kill");
-	return fault_daemon_start(&daemon_, NULL, NULL, args, 10000);
+	return fault_daemon_start(&daemon_, NULL, NULL, args, HARNESS_WAIT_MS);
 }
 
 static int teardown(void **state)
@@ -783,10 +789,11 @@ static int teardown(void **state)
 	(void)state;
 	kill_alive();
 	/* A clean exit 0 on SIGTERM: under AddressSanitizer also no leak at exit. */
-	return fault_daemon_stop(&daemon_, 20000, false) == 0 ? 0 : -1;
+	return fault_daemon_stop(&daemon_, HARNESS_WAIT_MS, false) == 0 ? 0 : -1;
 }
 
-static void run_phases(long total, bool report)
+/* run_phases runs the four phases for about total clients; returns how many were killed. */
+static long run_phases(long total, bool report)
 {
 	long t0 = harness_now_ms(), n[4];
 
@@ -807,11 +814,12 @@ static void run_phases(long total, bool report)
 			      n[0] + n[1] + n[2] + n[3], harness_now_ms() - t0, n[0], n[1],
 			      landed.before_request, landed.outstanding, landed.after_ack,
 			      landed.requester, n[2], n[3]);
+	return n[0] + n[1] + n[2] + n[3];
 }
 
 static void test_killed_clients(void **state)
 {
-	long total = iterations;
+	long total = iterations, killed;
 
 	(void)state;
 	/* Warm up: the daemon's allocator reaches its working size before the baseline. */
@@ -819,12 +827,17 @@ static void test_killed_clients(void **state)
 	run_phases(total / 4 > 100 ? total / 4 : 100, false);
 	memset(&landed, 0, sizeof(landed));
 	fault_baseline_take(&daemon_, &baseline);
-	run_phases(total, true);
+	killed = run_phases(total, true);
 	/* The point of the eviction phase: owners died with an evict request outstanding. */
 	assert_true(landed.outstanding > 0);
-	/* Memory back too: after the warm-up the allocator holds still (a few KiB over a run),
-	 * so 1 MiB and 5% catch a leak of a couple of KiB per client killed. */
-	fault_assert_baseline(&daemon_, &baseline, 512 + baseline.rss_kib / 50, "at the end");
+	/*
+	 * Memory back too, judged by the daemon's heap in use. After the warm-up every table,
+	 * ring and buffer has its working size and the heap holds still: about 4 KiB over a run,
+	 * the same for 600 kills as for 2400. One allocation leaked per killed client is at least
+	 * 32 bytes (glibc's smallest chunk): 8 KiB plus 8 bytes per kill lets the former through
+	 * and catches the latter at any length of run.
+	 */
+	fault_assert_baseline(&daemon_, &baseline, 8192 + 8 * (int64_t)killed, "at the end");
 }
 
 int main(int argc, char **argv)

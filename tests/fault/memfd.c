@@ -62,7 +62,7 @@ static int setup(void **state)
 	/* A sanitized daemon needs its sanitizer runtimes first in the preload list. */
 	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s%s%s", FAULT_SANITIZER_PRELOAD,
 		 FAULT_SANITIZER_PRELOAD[0] ? ":" : "", FAILINJECT_PATH);
-	return fault_daemon_start(&daemon_, NULL, env, args, 10000);
+	return fault_daemon_start(&daemon_, NULL, env, args, HARNESS_WAIT_MS);
 }
 
 static int teardown(void **state)
@@ -70,7 +70,7 @@ static int teardown(void **state)
 	int rc;
 
 	(void)state;
-	rc = fault_daemon_stop(&daemon_, 20000, false);
+	rc = fault_daemon_stop(&daemon_, HARNESS_WAIT_MS, false);
 	unlink(fault_file);
 	rmdir(fault_dir);
 	return rc == 0 ? 0 : -1;
@@ -114,7 +114,7 @@ static void expect_clean(size_t clients, int open_fds, uint64_t failures, const 
 	struct fault_books b;
 	int fds;
 
-	fault_wait_books(&daemon_, clients, 3000, what);
+	fault_wait_books(&daemon_, clients, HARNESS_WAIT_MS, what);
 	assert_int_equal(fault_books(&daemon_, &b), 0);
 	if (b.failures != failures)
 		fail_msg("%s: the daemon counts %" PRIu64 " failed allocations, want %" PRIu64,
@@ -191,7 +191,8 @@ struct waiter {
 static void *wait_for_memory(void *arg)
 {
 	struct waiter *w = arg;
-	struct rocmmem_lease_request req = {.size = w->size, .timeout_ms = 10000, .tag = "waiter"};
+	struct rocmmem_lease_request req = {
+	    .size = w->size, .timeout_ms = HARNESS_WAIT_MS, .tag = "waiter"};
 
 	w->err = rocmmem_lease_acquire(w->c, &req, &w->lease);
 	snprintf(w->message, sizeof(w->message), "%s", w->err ? rocmmem_last_error() : "");
@@ -201,7 +202,7 @@ static void *wait_for_memory(void *arg)
 /* wait_queued waits until n requests wait on the device. */
 static void wait_queued(uint32_t n)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	struct fault_books b;
 
 	do {

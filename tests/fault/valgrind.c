@@ -339,7 +339,8 @@ static void test_scenario_under_memcheck(void **state)
 
 	/* SIGTERM while a still holds a lease: the daemon drains until it is given back. */
 	kill(daemon_.pid, SIGTERM);
-	fault_sleep_us(200000);
+	/* Released only once the daemon is draining (its log says so), whatever the load. */
+	assert_true(harness_log_wait(&daemon_, "stopping", SLOW_MS));
 	assert_int_equal(rocmmem_lease_release(kept), 0);
 	rocmmem_disconnect(a);
 	rocmmem_disconnect(sub);

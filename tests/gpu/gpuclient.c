@@ -13,6 +13,9 @@
 #include "hip_api.h"
 #include "rocmmem.h"
 
+/* As HARNESS_WAIT_MS: generous, a wait ends as soon as the client answers. */
+#define GPU_CLIENT_WAIT_MS 60000
+
 #define SAMPLE ((size_t)32 << 20)
 #define TAIL ((size_t)1 << 20)
 
@@ -172,15 +175,15 @@ bool gpu_client_report(struct child *c, struct gpu_report *r, long timeout_ms)
 int gpu_client_release(struct child *c)
 {
 	pipe_put(c->to_child, 1);
-	return child_wait(c, 10000);
+	return child_wait(c, GPU_CLIENT_WAIT_MS);
 }
 
 bool gpu_client_verify(struct child *c, struct gpu_report *r)
 {
-	return pipe_put(c->to_child, 2) && gpu_client_report(c, r, 20000);
+	return pipe_put(c->to_child, 2) && gpu_client_report(c, r, GPU_CLIENT_WAIT_MS);
 }
 
 bool gpu_client_reconnect(struct child *c, struct gpu_report *r)
 {
-	return pipe_put(c->to_child, 3) && gpu_client_report(c, r, 20000);
+	return pipe_put(c->to_child, 3) && gpu_client_report(c, r, GPU_CLIENT_WAIT_MS);
 }

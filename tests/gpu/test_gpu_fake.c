@@ -135,7 +135,7 @@ static void facts(const struct daemon_proc *d, unsigned index, struct facts *f)
 static void wait_runtime_free(const struct daemon_proc *d, unsigned index, uint64_t lo, uint64_t hi,
 			      struct facts *f)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	while (harness_now_ms() < end) {
 		facts(d, index, f);
@@ -153,7 +153,7 @@ static void wait_runtime_free(const struct daemon_proc *d, unsigned index, uint6
 static void client(struct child *ch, struct gpu_job *job, struct gpu_report *r)
 {
 	assert_int_equal(child_start(ch, gpu_client_run, job), 0);
-	assert_true(gpu_client_report(ch, r, 20000));
+	assert_true(gpu_client_report(ch, r, HARNESS_WAIT_MS));
 }
 
 static void client_ok(const struct daemon_proc *d, bool cuda, unsigned device, uint64_t size,
@@ -209,7 +209,7 @@ static void test_hip_vmm_two_clients(void **state)
 	assert_int_equal(f.external, 0);
 	assert_int_equal(gpu_client_release(&c1), 0);
 	assert_int_equal(gpu_client_release(&c2), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	wait_runtime_free(&d, 0, 2 * GiB, 2 * GiB, &f);
 	stop(&d);
 }
@@ -262,7 +262,7 @@ static void start_fails(const char *const *args, int expect_status, const char *
 
 	snprintf(sock, sizeof(sock), "%s/fail.sock", state_dir);
 	snprintf(log, sizeof(log), "%s/fail.log", state_dir);
-	argv[n++] = ROCMMEMD_BIN;
+	argv[n++] = harness_daemon_bin();
 	argv[n++] = "--socket";
 	argv[n++] = sock;
 	for (int i = 0; args[i] && n < 14; i++)
@@ -320,7 +320,7 @@ static void test_hip_chunked_lease(void **state)
 	    "FAKEHIP_FAIL=hipMemCreate=2,hipMemCreate=3", NULL);
 	start(&d, args);
 	client_ok(&d, false, 0, 96 * MiB, ROCMMEM_HANDLE_VMM_FD, 2);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	client_ok(&d, false, 0, 96 * MiB, ROCMMEM_HANDLE_VMM_FD, 1);
 	stop(&d);
 }
@@ -343,10 +343,10 @@ static void test_hip_export_failure(void **state)
 	client(&ch, &job, &r);
 	assert_int_equal(r.step, GPU_STEP_ACQUIRE);
 	assert_true(r.result < 0);
-	assert_int_equal(child_wait(&ch, 5000), 0);
-	assert_true(harness_log_contains(&d, "hipMemExportToShareableHandle"));
+	assert_int_equal(child_wait(&ch, HARNESS_WAIT_MS), 0);
+	assert_true(harness_log_wait(&d, "hipMemExportToShareableHandle", HARNESS_WAIT_MS));
 	/* Nothing half-done: no lease, no charge, no fd; the next request works. */
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(harness_fd_count_settled(d.pid), base);
 	client_ok(&d, false, 0, 16 * MiB, ROCMMEM_HANDLE_VMM_FD, 1);
 	stop(&d);
@@ -382,7 +382,7 @@ static void test_hip_external_usage(void **state)
 	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
 	start(&d, args);
 	assert_int_equal(child_start(&ext, external, NULL), 0);
-	assert_true(pipe_get(ext.from_child, &ready, 10000));
+	assert_true(pipe_get(ext.from_child, &ready, HARNESS_WAIT_MS));
 	/* Another process's own hipMalloc shows as used outside rocmmemd. */
 	wait_runtime_free(&d, 0, GiB, GiB, &f);
 	assert_int_equal(f.external, GiB);
@@ -391,10 +391,10 @@ static void test_hip_external_usage(void **state)
 	client(&ch, &job, &r);
 	assert_int_equal(r.step, GPU_STEP_ACQUIRE);
 	assert_int_equal(r.result, -ENOMEM);
-	assert_int_equal(child_wait(&ch, 5000), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_int_equal(child_wait(&ch, HARNESS_WAIT_MS), 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	pipe_put(ext.to_child, 1);
-	assert_int_equal(child_wait(&ext, 5000), 0);
+	assert_int_equal(child_wait(&ext, HARNESS_WAIT_MS), 0);
 	/* The external process is gone: the same request fits now. */
 	wait_runtime_free(&d, 0, 2 * GiB, 2 * GiB, &f);
 	client_ok(&d, false, 0, 1280 * MiB, ROCMMEM_HANDLE_VMM_FD, 1);
@@ -419,7 +419,7 @@ static void test_hip_trim_returns_cache(void **state)
 	/* Released, yet cached: a second 768 MiB would fail in hipMalloc. The daemon trims and
 	 * retries by itself instead of failing with "out of memory" while memory is free. */
 	client_ok(&d, false, 0, 768 * MiB, ROCMMEM_HANDLE_IPC, 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	/* And an explicit trim hands the cache back, reporting what it released. */
 	c = harness_connect(&d, "trimmer");
 	assert_int_equal(rocmmem_trim(c, 0, &released), 0);
@@ -500,7 +500,7 @@ static void test_hip_kill9_reclaims(void **state)
 	assert_int_equal(r.result, 0);
 	wait_runtime_free(&d, 0, 2 * GiB - 256 * MiB, 2 * GiB - 256 * MiB, &f);
 	child_kill(&ch);
-	assert_true(harness_wait_totals(&d, 0, 0, 1000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	/* The daemon released its allocation: the device is whole again. */
 	wait_runtime_free(&d, 0, 2 * GiB, 2 * GiB, &f);
 	stop(&d);
@@ -541,7 +541,7 @@ static void test_hip_client_sets_ipc_mode(void **state)
 	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G", NULL);
 	start(&d, args);
 	assert_int_equal(child_start(&ch, ipc_mode_child, &d), 0);
-	assert_int_equal(child_wait(&ch, 10000), 0);
+	assert_int_equal(child_wait(&ch, HARNESS_WAIT_MS), 0);
 	stop(&d);
 }
 
@@ -609,12 +609,12 @@ static void vmm_restart(const char *const *args, bool cuda, uint64_t size, int64
 	if (r.result != 0)
 		fail_msg("after the restart, step %lld: %s", (long long)r.step,
 			 rocmmem_strerror((int)r.result));
-	assert_true(harness_log_contains(&d, "took over lease"));
+	assert_true(harness_log_wait(&d, "took over lease", HARNESS_WAIT_MS));
 	facts(&d, 0, &f);
 	assert_int_equal(f.leased, size);
 	/* Released through the new daemon, which frees what it imported. */
 	assert_int_equal(gpu_client_release(&ch), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	stop(&d);
 }
 
@@ -666,7 +666,7 @@ static void test_hip_device_lost(void **state)
 	client(&ch, &job, &r);
 	assert_int_equal(r.step, GPU_STEP_ACQUIRE);
 	assert_int_equal(r.result, -ENODEV);
-	assert_int_equal(child_wait(&ch, 5000), 0);
+	assert_int_equal(child_wait(&ch, HARNESS_WAIT_MS), 0);
 	/* Marked unusable: later requests fail at once, everything else keeps working. */
 	facts(&d, 0, &f);
 	assert_string_not_equal(f.state, "ok");
@@ -674,7 +674,7 @@ static void test_hip_device_lost(void **state)
 	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), -ENODEV);
 	assert_non_null(strstr(rocmmem_last_error(), "unusable"));
 	rocmmem_disconnect(c);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	unlink(path);
 	stop(&d);
 }
@@ -768,13 +768,13 @@ static void test_current_device_is_kept(void **state)
 	env("ROCMMEM_HIP_LIBRARY=" FAKEHIP_PATH, "FAKEHIP_DEVICES=2G,2G", NULL);
 	start(&d, hip_args);
 	assert_int_equal(child_start(&ch, keeps_current, d.sock), 0);
-	assert_int_equal(child_wait(&ch, 10000), 0);
+	assert_int_equal(child_wait(&ch, HARNESS_WAIT_MS), 0);
 	stop(&d);
 	unsetenv("ROCMMEM_HIP_LIBRARY");
 	env("ROCMMEM_CUDA_LIBRARY=" FAKECUDA_PATH, "FAKECUDA_DEVICES=2G,2G", NULL);
 	start(&d, cuda_args);
 	assert_int_equal(child_start(&ch, keeps_current, d.sock), 0);
-	assert_int_equal(child_wait(&ch, 10000), 0);
+	assert_int_equal(child_wait(&ch, HARNESS_WAIT_MS), 0);
 	stop(&d);
 }
 
@@ -790,7 +790,7 @@ static void test_hip_soname_search(void **state)
 	start(&d, args);
 	facts(&d, 0, &f);
 	assert_string_equal(f.sharing, "vmm-fd");
-	assert_true(harness_log_contains(&d, "libamdhip64.so.6"));
+	assert_true(harness_log_wait(&d, "libamdhip64.so.6", HARNESS_WAIT_MS));
 	stop(&d);
 	unsetenv("LD_LIBRARY_PATH");
 }
@@ -826,14 +826,14 @@ static void test_auto_prefers_hip_then_cuda_then_host(void **state)
 	c = harness_connect(&d, "auto");
 	assert_string_equal(rocmmem_client_backend(c), "cuda");
 	rocmmem_disconnect(c);
-	assert_true(harness_log_contains(&d, "backend hip unavailable"));
+	assert_true(harness_log_wait(&d, "backend hip unavailable", HARNESS_WAIT_MS));
 	stop(&d);
 	env("ROCMMEM_CUDA_LIBRARY=/nonexistent/libcuda.so.1", NULL);
 	start(&d, args);
 	c = harness_connect(&d, "auto");
 	assert_string_equal(rocmmem_client_backend(c), "host");
 	rocmmem_disconnect(c);
-	assert_true(harness_log_contains(&d, "backend cuda unavailable"));
+	assert_true(harness_log_wait(&d, "backend cuda unavailable", HARNESS_WAIT_MS));
 	stop(&d);
 }
 
@@ -863,7 +863,7 @@ static void test_cuda_two_clients(void **state)
 	assert_int_equal(gpu_client_release(&c1), 0);
 	/* One holder killed, the other released: both reclaimed. */
 	child_kill(&c2);
-	assert_true(harness_wait_totals(&d, 0, 0, 1000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	wait_runtime_free(&d, 0, 4 * GiB, 4 * GiB, &f);
 	stop(&d);
 }
@@ -911,7 +911,7 @@ static void test_hip_telemetry_in_status(void **state)
 	start(&d, args);
 	c = harness_connect(&d, "telemetry");
 	/* Sampled off the event loop every second: poll until the first reading is in. */
-	for (end = harness_now_ms() + 5000; harness_now_ms() < end; usleep(20000)) {
+	for (end = harness_now_ms() + HARNESS_WAIT_MS; harness_now_ms() < end; usleep(20000)) {
 		rocmmem_status_free(st);
 		assert_int_equal(rocmmem_status_get(c, &st), 0);
 		v = rocmmem_status_device(st, 0);
@@ -937,7 +937,7 @@ static void test_hip_telemetry_in_status(void **state)
 	assert_null(rocmmem_status_process(st, 5, 0));
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
-	assert_true(harness_log_contains(&d, "device telemetry from sysfs"));
+	assert_true(harness_log_wait(&d, "device telemetry from sysfs", HARNESS_WAIT_MS));
 	stop(&d);
 	tree_destroy(root);
 }

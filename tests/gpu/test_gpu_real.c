@@ -130,7 +130,7 @@ static void test_two_clients_write_and_read(void **state)
 		(long long)r1.kind, (long long)r1.chunks);
 	assert_int_equal(gpu_client_release(&c1), 0);
 	assert_int_equal(gpu_client_release(&c2), 0);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, 5000) >= 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 }
 
 static void test_trim_and_kill9(void **state)
@@ -149,7 +149,7 @@ static void test_trim_and_kill9(void **state)
 	assert_true(gpu_client_report(&c, &r, 60000));
 	assert_int_equal(r.result, 0);
 	child_kill(&c);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 	client = harness_connect(&daemon_, "gpu-trim");
 	assert_int_equal(rocmmem_trim(client, -1, &released), 0);
 	assert_true(released != UINT64_MAX);
@@ -183,10 +183,10 @@ static void test_lease_survives_a_restart(void **state)
 	if (r.result)
 		fail_msg("after the restart, step %lld: %s", (long long)r.step,
 			 rocmmem_strerror((int)r.result));
-	assert_true(harness_log_contains(&daemon_, "took over lease"));
+	assert_true(harness_log_wait(&daemon_, "took over lease", HARNESS_WAIT_MS));
 	fprintf(stderr, "a %s lease of 256 MiB survived a SIGKILL of its daemon\n", runtime);
 	assert_int_equal(gpu_client_release(&c), 0);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, 5000) >= 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 }
 
 int main(void)

@@ -37,6 +37,13 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+const char *harness_daemon_bin(void)
+{
+	const char *bin = getenv("ROCMMEMD");
+
+	return bin && bin[0] ? bin : ROCMMEMD_BIN;
+}
+
 /* Daemons still running when a failed test longjmps away are killed at exit, so that no
  * orphan holds the test runner's pipes open. */
 static pid_t started[64];
@@ -65,6 +72,25 @@ static void remember(pid_t pid)
 	}
 }
 
+/* print_log_tail shows the end of the daemon's log (why it failed to start) on stderr. */
+static void print_log_tail(const struct daemon_proc *d, const char *what)
+{
+	char tail[4096];
+	FILE *f = fopen(d->log, "r");
+	size_t n = 0;
+
+	if (f) {
+		if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > (long)sizeof(tail) - 1)
+			fseek(f, -(long)sizeof(tail) + 1, SEEK_END);
+		else
+			rewind(f);
+		n = fread(tail, 1, sizeof(tail) - 1, f);
+		fclose(f);
+	}
+	tail[n] = '\0';
+	fprintf(stderr, "%s; the end of %s:\n%s\n", what, d->log, tail);
+}
+
 /* exec_daemon is the child's side of harness_daemon_spawn: never returns. */
 static void exec_daemon(const struct daemon_proc *d, const char *const *extra_args,
 			const struct harness_exec *how, int logfd)
@@ -74,7 +100,7 @@ static void exec_daemon(const struct daemon_proc *d, const char *const *extra_ar
 
 	for (int i = 0; how && how->wrapper && how->wrapper[i] && n < 40; i++)
 		argv[n++] = how->wrapper[i];
-	argv[n++] = ROCMMEMD_BIN;
+	argv[n++] = harness_daemon_bin();
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
 	argv[n++] = "--log-level";
@@ -103,7 +129,7 @@ static void exec_daemon(const struct daemon_proc *d, const char *const *extra_ar
 int harness_daemon_spawn(struct daemon_proc *d, const char *const *extra_args,
 			 const struct harness_exec *how, int log_flags)
 {
-	long end, timeout_ms = how && how->timeout_ms > 0 ? how->timeout_ms : 10000;
+	long end, timeout_ms = how && how->timeout_ms > 0 ? how->timeout_ms : HARNESS_WAIT_MS;
 	int logfd;
 
 	logfd = open(d->log, O_WRONLY | O_CREAT | O_CLOEXEC | log_flags, 0600);
@@ -128,6 +154,7 @@ int harness_daemon_spawn(struct daemon_proc *d, const char *const *extra_args,
 		}
 		if (!harness_daemon_alive(d)) {
 			d->pid = 0;
+			print_log_tail(d, "rocmmemd exited at start");
 			return -2;
 		}
 		sleep_ms(5);
@@ -135,6 +162,7 @@ int harness_daemon_spawn(struct daemon_proc *d, const char *const *extra_args,
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, NULL, 0);
 	d->pid = 0;
+	print_log_tail(d, "rocmmemd did not accept connections in time");
 	return -2;
 }
 
@@ -220,7 +248,7 @@ int harness_daemon_halt(struct daemon_proc *d, long timeout_ms)
 
 int harness_daemon_stop(struct daemon_proc *d)
 {
-	int rc = harness_daemon_halt(d, 10000);
+	int rc = harness_daemon_halt(d, HARNESS_WAIT_MS);
 
 	if (getenv("ROCMMEM_TEST_KEEP_LOGS")) {
 		char cmd[PATH_MAX + 32];
@@ -278,7 +306,7 @@ void harness_print_fds(pid_t pid)
 int harness_fd_count_settled(pid_t pid)
 {
 	int last = harness_fd_count(pid), same = 0;
-	long end = harness_now_ms() + 3000;
+	long end = harness_now_ms() + 10000;
 
 	/*
 	 * Connections just closed (the start-up probe, a status query) go away asynchronously:
@@ -310,10 +338,22 @@ bool harness_log_contains(const struct daemon_proc *d, const char *text)
 	return found;
 }
 
+bool harness_log_wait(const struct daemon_proc *d, const char *text, long timeout_ms)
+{
+	long end = harness_now_ms() + timeout_ms;
+
+	while (!harness_log_contains(d, text)) {
+		if (harness_now_ms() >= end)
+			return false;
+		sleep_ms(10);
+	}
+	return true;
+}
+
 rocmmem_client *harness_connect(const struct daemon_proc *d, const char *name)
 {
 	rocmmem_client *c = NULL;
-	int err = rocmmem_connect(d->sock, name, 5000, &c);
+	int err = rocmmem_connect(d->sock, name, HARNESS_WAIT_MS, &c);
 
 	if (err)
 		fail_msg("could not connect to %s: %s (%s)", d->sock, rocmmem_strerror(err),
@@ -328,7 +368,7 @@ int harness_totals(const struct daemon_proc *d, struct harness_totals *out)
 	const struct rocmmem_device_info *dev;
 
 	memset(out, 0, sizeof(*out));
-	if (rocmmem_connect(d->sock, "harness", 5000, &c) != 0)
+	if (rocmmem_connect(d->sock, "harness", HARNESS_WAIT_MS, &c) != 0)
 		return -1;
 	if (rocmmem_status_get(c, &st) != 0) {
 		rocmmem_disconnect(c);
@@ -342,6 +382,7 @@ int harness_totals(const struct daemon_proc *d, struct harness_totals *out)
 		out->device_leases = dev->leases;
 		out->waiters = dev->waiters;
 	}
+	out->heap_bytes = rocmmem_status_daemon(st)->heap_bytes;
 	out->leases = rocmmem_status_lease_count(st);
 	for (size_t i = 0; i < out->leases; i++)
 		out->lease_bytes_sum += rocmmem_status_lease(st, i)->bytes;
@@ -350,6 +391,13 @@ int harness_totals(const struct daemon_proc *d, struct harness_totals *out)
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
 	return 0;
+}
+
+long harness_daemon_heap_kib(const struct daemon_proc *d)
+{
+	struct harness_totals t;
+
+	return harness_totals(d, &t) == 0 ? (long)(t.heap_bytes / 1024) : 0;
 }
 
 long harness_wait_totals(const struct daemon_proc *d, uint64_t leased, size_t leases,
@@ -473,7 +521,7 @@ int harness_raw_hello(int fd, uint32_t version, const char *name)
 	msg.hello = &hello;
 	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
 		return -EPIPE;
-	reply = harness_raw_recv(fd, 5000, NULL, NULL, NULL);
+	reply = harness_raw_recv(fd, HARNESS_WAIT_MS, NULL, NULL, NULL);
 	if (reply && reply->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY)
 		err = reply->reply->has_error ? reply->reply->error : 0;
 	if (reply)
@@ -506,7 +554,7 @@ Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned 
 	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
 		return NULL;
 	/* Wait the request's own timeout and some, clamped to what poll takes. */
-	wait = timeout_ms < 0 || timeout_ms > 600000 ? 605000 : (int)timeout_ms + 5000;
+	wait = timeout_ms < 0 || timeout_ms > 600000 ? 605000 : (int)timeout_ms + HARNESS_WAIT_MS;
 	reply = harness_raw_recv(fd, wait, NULL, fds, &nfds);
 	if (lease_fd && nfds > 0) {
 		*lease_fd = fds[0];

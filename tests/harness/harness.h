@@ -11,6 +11,15 @@
 #include "rocmmem.h"
 #include "rocmmem.pb-c.h"
 
+/*
+ * HARNESS_WAIT_MS is how long a test waits for something that must happen: a daemon to accept
+ * or to exit, books to settle, a child to report, a log line to appear. Generous on purpose: a
+ * wait ends as soon as the thing happens, so only a broken daemon ever waits this long, and a
+ * machine busy with other work does not fail a test. (A window in which something must NOT
+ * happen is short and chosen by its test.)
+ */
+#define HARNESS_WAIT_MS 60000
+
 struct daemon_proc {
 	pid_t pid;
 	char dir[64];	/* a fresh temporary directory, removed by harness_daemon_stop */
@@ -19,16 +28,24 @@ struct daemon_proc {
 };
 
 /*
+ * harness_daemon_bin names the daemon the tests start: $ROCMMEMD when set (a copied build, as
+ * in scripts/gpu-bundle.sh's bundle, where the build tree's path does not exist), else the
+ * rocmmemd this build made.
+ */
+const char *harness_daemon_bin(void);
+
+/*
  * harness_daemon_start starts the built rocmmemd with --socket in a fresh temporary directory,
  * --log-level debug, --config /dev/null (never the machine's file), --backend host, and the
  * given extra arguments (NULL-terminated, may be NULL; a --backend or --config there wins),
  * and waits
- * until it accepts connections (up to 10 s). Returns 0 or -1 (the daemon is then not running).
+ * until it accepts connections (up to HARNESS_WAIT_MS). Returns 0 or -1 (the daemon is then
+ * not running).
  */
 int harness_daemon_start(struct daemon_proc *d, const char *const *extra_args);
 
 /*
- * harness_daemon_stop sends SIGTERM, waits (up to 10 s, then SIGKILL) and removes the
+ * harness_daemon_stop sends SIGTERM, waits (up to HARNESS_WAIT_MS, then SIGKILL) and removes the
  * directory. Returns the daemon's exit status, or -1 if it had to be killed or died by signal.
  */
 int harness_daemon_stop(struct daemon_proc *d);
@@ -46,7 +63,8 @@ struct harness_exec {
 				     * (valgrind and its options; found in PATH) */
 	const char *const *env;	    /* NULL, or NULL-terminated "NAME=VALUE" strings set in the
 				     * daemon's environment only */
-	long timeout_ms;	    /* how long to wait for it to accept connections; 0: 10 s */
+	long timeout_ms;	    /* how long to wait for it to accept connections; 0:
+				     * HARNESS_WAIT_MS */
 };
 
 /*
@@ -57,8 +75,8 @@ int harness_daemon_dir(struct daemon_proc *d, const char *prefix);
 
 /*
  * harness_daemon_spawn starts the daemon of harness_daemon_start in d's directory (filled by
- * harness_daemon_dir), as how says (NULL: no wrapper, no environment, 10 s), its log opened
- * with log_flags (O_TRUNC or O_APPEND), and waits until it accepts connections. Returns 0,
+ * harness_daemon_dir), as how says (NULL: no wrapper, no environment, HARNESS_WAIT_MS), its log
+ * opened with log_flags (O_TRUNC or O_APPEND), and waits until it accepts connections. Returns 0,
  * -1 when it could not be started, or -2 when it started but died or did not accept in time
  * (then it is not running; its log may say why). The directory is left as it is.
  */
@@ -84,11 +102,17 @@ bool harness_daemon_alive(struct daemon_proc *d);
 /* harness_fd_count counts the open fds of a process (from /proc/PID/fd), or -1. */
 int harness_fd_count(pid_t pid);
 
-/* harness_fd_count_settled waits (up to 3 s) until the count holds still for 100 ms. */
+/* harness_fd_count_settled waits (up to 10 s) until the count holds still for 100 ms. */
 int harness_fd_count_settled(pid_t pid);
 
-/* harness_log_contains says whether the daemon's log contains text. */
+/* harness_log_contains says whether the daemon's log contains text now. */
 bool harness_log_contains(const struct daemon_proc *d, const char *text);
+
+/*
+ * harness_log_wait waits up to timeout_ms for text to appear in the daemon's log: a daemon
+ * may answer a request before it logs what happened. Returns whether it appeared.
+ */
+bool harness_log_wait(const struct daemon_proc *d, const char *text, long timeout_ms);
 
 /* harness_connect connects with librocmmem as name; aborts the test on failure. */
 rocmmem_client *harness_connect(const struct daemon_proc *d, const char *name);
@@ -103,10 +127,19 @@ struct harness_totals {
 	size_t leases; /* entries in the lease table */
 	size_t clients;
 	uint64_t lease_bytes_sum; /* sum of the lease table's sizes */
+	uint64_t heap_bytes;	  /* the daemon's heap in use; 0: unknown (sanitized builds) */
 };
 
 /* harness_totals reads the daemon's accounting through a fresh connection. Returns 0 or -1. */
 int harness_totals(const struct daemon_proc *d, struct harness_totals *out);
+
+/*
+ * harness_daemon_heap_kib reads the daemon's heap in use (malloc's own count of what it has
+ * handed out and not taken back, from its status) in KiB: what memory checks judge, rather
+ * than RSS, which also counts what malloc keeps after a burst. 0 when unknown (sanitized
+ * builds report none) or when the daemon does not answer.
+ */
+long harness_daemon_heap_kib(const struct daemon_proc *d);
 
 /*
  * harness_wait_totals polls until device 0's leased bytes equal `leased` and the lease table

@@ -141,9 +141,11 @@ static void test_not_allowed(void **state)
 	child_wait(&c, "uid 65534 without an allowed group");
 	hostile_access_refused(&peers, &requests);
 	assert_int_equal(peers, peers_before + 25);
-	assert_true(harness_log_contains(&hostile.d, "refused a connection from pid"));
-	assert_true(harness_log_contains(&hostile.d, "uid 65534 gid 65534: not an allowed user "
-						     "or group"));
+	assert_true(harness_log_wait(&hostile.d, "refused a connection from pid", HARNESS_WAIT_MS));
+	assert_true(harness_log_wait(&hostile.d,
+				     "uid 65534 gid 65534: not an allowed user "
+				     "or group",
+				     HARNESS_WAIT_MS));
 	c = hostile_spawn(child_allowed, 0);
 	child_wait(&c, "uid 65534 in the group users");
 	hostile_access_refused(&peers, &requests);
@@ -294,7 +296,7 @@ static void child_admin(int sync, int arg)
 /* expect_evict_request reads the owner's messages until the evict request for model. */
 static void expect_evict_request(int fd, uint64_t model)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	while (harness_now_ms() < end) {
 		Rocmmem__Wire__ServerMessage *m = NULL;

@@ -36,7 +36,7 @@ static void child_acquire(int sync, int self_kill)
 /* wait_totals waits until the daemon's books show exactly leased bytes in leases leases. */
 static void wait_totals(uint64_t leased, size_t leases)
 {
-	if (harness_wait_totals(&hostile.d, leased, leases, 2000) < 0) {
+	if (harness_wait_totals(&hostile.d, leased, leases, HARNESS_WAIT_MS) < 0) {
 		struct harness_totals t;
 
 		harness_totals(&hostile.d, &t);
@@ -48,7 +48,7 @@ static void wait_totals(uint64_t leased, size_t leases)
 
 static void wait_waiters(uint32_t want)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	uint32_t n;
 
 	while ((n = hostile_status_waiters()) != want && harness_now_ms() < end)

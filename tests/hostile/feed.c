@@ -40,30 +40,13 @@ static void free_msg(server_msg *m)
 }
 
 /*
- * daemon_rss_kib reads VmRSS from the daemon's /proc status (0 if unreadable). Sanitizer
- * builds keep freed memory in quarantine, so their RSS is printed but never judged.
+ * daemon_heap_kib reads the daemon's heap in use in KiB (its status: malloc's count of what it
+ * holds, not RSS), or 0 where it is unknown (sanitized builds): then it is printed, not judged.
  */
-static long daemon_rss_kib(void)
+static long daemon_heap_kib(void)
 {
-	char path[64], line[128];
-	long kib = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)hostile.d.pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f) && sscanf(line, "VmRSS: %ld", &kib) != 1)
-		;
-	fclose(f);
-	return kib;
+	return harness_daemon_heap_kib(&hostile.d);
 }
-
-#ifdef ROCMMEM_SANITIZED
-#define RSS_JUDGED false
-#else
-#define RSS_JUDGED true
-#endif
 
 /* daemon_cpu_ms reads the daemon's user plus system time so far, in ms (0 if unreadable). */
 static long daemon_cpu_ms(void)
@@ -165,7 +148,7 @@ static server_msg *stream_event(struct stream *s, int timeout_ms)
 /* stream_reply reads up to the successful reply to id; the events before it are checked. */
 static server_msg *stream_reply(struct stream *s, uint64_t id)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	server_msg *m;
 
 	while (harness_now_ms() < end) {
@@ -415,7 +398,7 @@ static void test_subscribe_twice(void **state)
 
 	stream_subscribe(&s, 4, false, true, 0);
 	probe_client("twice-probe");
-	end = harness_now_ms() + 3000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	for (;;) {
 		m = stream_event(&s, (int)(end - harness_now_ms()));
 		if (!m)
@@ -547,7 +530,7 @@ static void test_never_reads(void **state)
 {
 	enum { EVENTS = 10000, FIRST = 2000 };
 	struct stream s = {.fd = hostile_greeted("never-reads")};
-	long rss0 = daemon_rss_kib(), rss_mid, rss_end, start = harness_now_ms(), elapsed;
+	long heap0 = daemon_heap_kib(), heap_mid, heap_end, start = harness_now_ms(), elapsed;
 	int fds_mid, fds_end, gen, queued;
 	long last = -1, clean = 0;
 	uint64_t id = 2, dropped_since = 0;
@@ -559,23 +542,24 @@ static void test_never_reads(void **state)
 	gen = hostile_greeted(MAKER);
 	/* The first ones fill the subscriber's socket and the ring; the rest must cost nothing. */
 	deny(gen, &id, 0, FIRST);
-	rss_mid = daemon_rss_kib();
+	/* fds first: the status connection that reads the heap goes away asynchronously. */
 	fds_mid = harness_fd_count(hostile.d.pid);
+	heap_mid = daemon_heap_kib();
 	deny(gen, &id, FIRST, EVENTS - FIRST);
 	/* Samples go on meanwhile: wait until they find the socket full, so some are dropped. */
 	queued = wait_socket_full(s.fd);
-	rss_end = daemon_rss_kib();
 	fds_end = harness_fd_count(hostile.d.pid);
-	print_message("never-reads: %d events, %d bytes waiting in its socket; daemon RSS %ld -> "
+	heap_end = daemon_heap_kib();
+	print_message("never-reads: %d events, %d bytes waiting in its socket; daemon heap %ld -> "
 		      "%ld -> %ld KiB\n",
-		      EVENTS, queued, rss0, rss_mid, rss_end);
+		      EVENTS, queued, heap0, heap_mid, heap_end);
 	assert_int_equal(fds_mid, hostile.fd_baseline + 2 * hostile.fds_per_connection);
 	assert_int_equal(fds_end, hostile.fd_baseline + 2 * hostile.fds_per_connection);
-	if (RSS_JUDGED) {
+	if (heap0 > 0 && heap_mid > 0 && heap_end > 0) {
 		/* 8000 events queued would take well over 1 MiB (each over 300 bytes). */
-		assert_true(rss_end - rss_mid < 1024);
+		assert_true(heap_end - heap_mid < 1024);
 		/* The ring: 1024 slots of 1.5 KiB, allocated with the first events subscriber. */
-		assert_true(rss_end - rss0 < 4096);
+		assert_true(heap_end - heap0 < 4096);
 	}
 
 	/* Now it reads: what its socket held, then the newest events the ring kept. */
@@ -725,7 +709,7 @@ static void test_disconnect_mid_stream(void **state)
 	for (int i = 0; i < 2; i++)
 		hostile_child_kill(&kids[i]);
 	/* The watcher's stream goes on and tells it both children left. */
-	end = harness_now_ms() + 5000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (!gone[0] || !gone[1]) {
 		m = stream_event(&w, (int)(end - harness_now_ms()));
 		if (!m)
@@ -777,7 +761,7 @@ static void latency_report(struct latencies *l)
 
 /* neighbour acquires and releases 2 MiB and reads status for about ms, timing each request. */
 static void neighbour(long ms, struct latencies *acquire, struct latencies *release,
-		      struct latencies *status, long *rss_max)
+		      struct latencies *status, long *heap_max)
 {
 	struct rocmmem_lease_request req = {.size = 2 * MIB, .timeout_ms = 2000, .tag = "nb"};
 	rocmmem_client *c = harness_connect(&hostile.d, "swarm-neighbour");
@@ -786,7 +770,7 @@ static void neighbour(long ms, struct latencies *acquire, struct latencies *rele
 	while (harness_now_ms() < end) {
 		rocmmem_status *st = NULL;
 		rocmmem_lease *l = NULL;
-		long t = harness_now_ms(), rss;
+		long t = harness_now_ms(), heap;
 		int err = rocmmem_lease_acquire(c, &req, &l);
 
 		if (err)
@@ -803,8 +787,8 @@ static void neighbour(long ms, struct latencies *acquire, struct latencies *rele
 				 rocmmem_last_error());
 		latency_add(status, harness_now_ms() - t);
 		rocmmem_status_free(st);
-		rss = daemon_rss_kib();
-		*rss_max = rss > *rss_max ? rss : *rss_max;
+		heap = daemon_heap_kib();
+		*heap_max = heap > *heap_max ? heap : *heap_max;
 		hostile_sleep_ms(20);
 	}
 	rocmmem_disconnect(c);
@@ -835,7 +819,7 @@ static void test_thousands(void **state)
 				status = {.what = "status"};
 	struct rlimit rl;
 	int *fds = calloc(SUBSCRIBERS, sizeof(*fds));
-	long rss0, rss_max, cpu0, cpu1, t0, t1, t2, t3;
+	long heap0, heap_max, cpu0, cpu1, t0, t1, t2, t3;
 	int nfds;
 
 	(void)state;
@@ -851,7 +835,7 @@ static void test_thousands(void **state)
 		rl.rlim_cur = SUBSCRIBERS + 256;
 		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	}
-	rss0 = daemon_rss_kib();
+	heap0 = daemon_heap_kib();
 	t0 = harness_now_ms();
 	/* Pipelined across connections: all connect, all say hello, all subscribe. */
 	for (int i = 0; i < SUBSCRIBERS; i++)
@@ -870,8 +854,8 @@ static void test_thousands(void **state)
 	assert_int_equal(nfds, hostile.fd_baseline + SUBSCRIBERS * hostile.fds_per_connection);
 
 	cpu0 = daemon_cpu_ms();
-	rss_max = daemon_rss_kib();
-	neighbour(NEIGHBOUR_MS, &acquire, &release, &status, &rss_max);
+	heap_max = daemon_heap_kib();
+	neighbour(NEIGHBOUR_MS, &acquire, &release, &status, &heap_max);
 	cpu1 = daemon_cpu_ms();
 	t2 = harness_now_ms();
 	/* They are subscribed for real: the first and the last have samples waiting. */
@@ -886,10 +870,10 @@ static void test_thousands(void **state)
 	t3 = harness_now_ms();
 	free(fds);
 
-	print_message("%d subscribers: subscribed in %ld ms; daemon RSS %ld -> %ld KiB (%ld bytes "
+	print_message("%d subscribers: subscribed in %ld ms; daemon heap %ld -> %ld KiB (%ld bytes "
 		      "per subscriber); daemon CPU %ld%% of a core beside them; all gone in %ld "
 		      "ms\n",
-		      SUBSCRIBERS, t1 - t0, rss0, rss_max, (rss_max - rss0) * KIB / SUBSCRIBERS,
+		      SUBSCRIBERS, t1 - t0, heap0, heap_max, (heap_max - heap0) * KIB / SUBSCRIBERS,
 		      t2 > t1 ? (cpu1 - cpu0) * 100 / (t2 - t1) : 0, t3 - t2);
 	latency_report(&acquire);
 	latency_report(&release);
@@ -897,9 +881,9 @@ static void test_thousands(void **state)
 	if (nfds != hostile.fd_baseline)
 		fail_msg("the daemon has %d fds open after the subscribers left, want %d", nfds,
 			 hostile.fd_baseline);
-	if (RSS_JUDGED && rss_max - rss0 >= SUBSCRIBERS * 16 + SLACK_KIB)
+	if (heap0 > 0 && heap_max > 0 && heap_max - heap0 >= SUBSCRIBERS * 16 + SLACK_KIB)
 		fail_msg("the daemon grew by %ld KiB for %d subscribers: over 16 KiB each",
-			 rss_max - rss0, SUBSCRIBERS);
+			 heap_max - heap0, SUBSCRIBERS);
 	hostile_assert_healthy();
 }
 

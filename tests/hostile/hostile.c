@@ -161,7 +161,7 @@ void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients)
 
 	assert_true(harness_daemon_alive(&hostile.d));
 	/* The hostile connections are gone and nothing they held is left. */
-	if (!wait_totals(&t, leased, leases, clients, 2000))
+	if (!wait_totals(&t, leased, leases, clients, HARNESS_WAIT_MS))
 		fail_msg("accounting is off: leased %llu (sum of leases %llu, want %llu), "
 			 "%zu leases (device says %llu, want %zu), %u waiters (want 0), %zu "
 			 "other clients (want %zu), free %llu of %llu",
@@ -170,7 +170,7 @@ void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients)
 			 leases, t.waiters, t.clients, clients, (unsigned long long)t.free_bytes,
 			 (unsigned long long)t.budget_bytes);
 	well_behaved();
-	end = harness_now_ms() + 1500;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (harness_now_ms() < end) {
 		fds = harness_fd_count(hostile.d.pid);
 		if (fds == want_fds)
@@ -185,7 +185,7 @@ void hostile_assert_healthy_with(uint64_t leased, size_t leases, size_t clients)
 			 hostile.fds_per_connection);
 	}
 	/* The well-behaved client's lease is gone too: the books are exact again. */
-	if (!wait_totals(&t, leased, leases, clients, 1000))
+	if (!wait_totals(&t, leased, leases, clients, HARNESS_WAIT_MS))
 		fail_msg("accounting is off after a well-behaved client: leased %llu, %zu leases, "
 			 "%u waiters, %zu clients",
 			 (unsigned long long)t.leased_bytes, t.leases, t.waiters, t.clients);
@@ -369,7 +369,7 @@ void hostile_expect_error(int fd, uint64_t id, int err, const char *needle)
 
 void hostile_expect_closed(int fd)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	while (harness_now_ms() < end) {
 		Rocmmem__Wire__ServerMessage *m = NULL;
@@ -391,7 +391,7 @@ void hostile_expect_error_closed(int fd, uint64_t id, int err, const char *needl
 
 void hostile_expect_refused_closed(int fd, int err)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	while (harness_now_ms() < end) {
 		Rocmmem__Wire__ServerMessage *m = NULL;

@@ -149,7 +149,7 @@ static void test_subscribers(void **state)
 	expect_ok(c, 2);
 	/* A subscriber that disconnects frees its place too. */
 	close(a);
-	for (long end = harness_now_ms() + 3000;; hostile_sleep_ms(20)) {
+	for (long end = harness_now_ms() + HARNESS_WAIT_MS;; hostile_sleep_ms(20)) {
 		Rocmmem__Wire__ServerMessage *m;
 		int err;
 
@@ -206,7 +206,7 @@ static void test_message_size(void **state)
 	hostile_expect_error_closed(fd, 0, -EMSGSIZE, "(message_size)");
 	close(fd);
 	assert_int_equal(hostile_limit_hits("message_size", NULL), before + 2);
-	assert_true(harness_log_contains(&hostile.d, "packet larger than 2048 bytes"));
+	assert_true(harness_log_wait(&hostile.d, "packet larger than 2048 bytes", HARNESS_WAIT_MS));
 	hostile_assert_healthy();
 }
 
@@ -236,7 +236,7 @@ static void test_handshake_timeout(void **state)
 	close(greeted);
 	assert_int_equal(hostile_limit_hits("handshake_timeout", NULL), before + 1);
 	snprintf(line, sizeof(line), "no hello within 1000 ms (handshake_timeout)");
-	assert_true(harness_log_contains(&hostile.d, line));
+	assert_true(harness_log_wait(&hostile.d, line, HARNESS_WAIT_MS));
 	/* Several at once: each goes at its own deadline, and hello in time keeps one open. */
 	{
 		int fds[5];

@@ -222,7 +222,7 @@ static void op_ok(int fd, uint64_t id, enum op op, uint64_t model, int64_t arg)
 /* expect_evict_request reads messages until an evict request for model arrives. */
 static void expect_evict_request(int fd, uint64_t model)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	while (harness_now_ms() < end) {
 		Rocmmem__Wire__ServerMessage *m = NULL;
@@ -300,7 +300,7 @@ static struct model_view view_named(const char *name)
  */
 static size_t model_count(size_t want)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 
 	for (;;) {
 		rocmmem_client *c = harness_connect(&hostile.d, "hostile-models-status");
@@ -326,7 +326,7 @@ static size_t model_count(size_t want)
 /* wait_clients waits until `want` clients other than the status reader are connected. */
 static void wait_clients(size_t want)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	struct harness_totals t;
 
 	do {
@@ -347,7 +347,7 @@ static void healthy(void)
 
 static void wait_waiters(uint32_t want)
 {
-	long end = harness_now_ms() + 3000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	uint32_t n;
 
 	while ((n = hostile_status_waiters()) != want && harness_now_ms() < end)
@@ -705,7 +705,7 @@ static void child_acquire_wait(int sync, int variant)
 
 static void expect_holder_only(uint64_t held)
 {
-	if (harness_wait_totals(&hostile.d, held, 1, 2000) < 0)
+	if (harness_wait_totals(&hostile.d, held, 1, HARNESS_WAIT_MS) < 0)
 		fail_msg("the daemon's books did not return to the holder's lease alone");
 	assert_int_equal(model_count(0), 0);
 }
@@ -772,7 +772,7 @@ static void child_mid_eviction(int sync, int variant)
 		rocmmem__wire__server_message__free_unpacked(m, NULL);
 	}
 	hostile_signal_ready(sync); /* holding 40 MiB: 32 reserved, 8 leased */
-	end = harness_now_ms() + 5000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	for (;;) {
 		bool eof = false, found;
 		Rocmmem__Wire__ServerMessage *m = harness_raw_recv(fd, 100, &eof, NULL, NULL);
@@ -938,7 +938,7 @@ static void test_admin_evict_and_pin(void **state)
 		 "'nobody' (uid 65534): model %llu 'root-owned' belongs to pid %d 'model-owner': "
 		 "only its owner or root may evict or pin it",
 		 (unsigned long long)model, (int)getpid());
-	assert_true(harness_log_contains(&hostile.d, text));
+	assert_true(harness_log_wait(&hostile.d, text, HARNESS_WAIT_MS));
 	/* Each refusal counted: 5 model requests, a release, a tagged lease, 3 admin requests. */
 	hostile_access_refused(&peers, &refused);
 	assert_int_equal(refused, refused_before + 10);

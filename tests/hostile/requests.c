@@ -42,7 +42,7 @@ static void expect_silence(int fd, int ms)
 /* wait_waiters polls status until `want` requests wait (up to 2 s). */
 static void wait_waiters(uint32_t want)
 {
-	long end = harness_now_ms() + 2000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	uint32_t n;
 
 	while ((n = hostile_status_waiters()) != want && harness_now_ms() < end)

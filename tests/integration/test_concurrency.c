@@ -127,7 +127,7 @@ static void test_budget_holds_under_concurrency(void **state)
 	/* The monitor saw the daemon busy, not only idle. */
 	assert_true(samples > 5);
 	assert_true(peak > 0);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 }
 
 static void test_kills_during_churn(void **state)
@@ -144,7 +144,7 @@ static void test_kills_during_churn(void **state)
 		child_kill(&kids[i]);
 	for (int i = 1; i < CLIENTS; i += 2)
 		assert_int_equal(child_wait(&kids[i], 90000), 0);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(harness_totals(&daemon_, &t), 0);
 	assert_int_equal(t.waiters, 0);
 	assert_int_equal(t.clients, 0);

@@ -163,7 +163,7 @@ static void test_large_status_is_streamed(void **state)
 	assert_int_equal(rocmmem_status_lease_count(st), N / 2);
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
@@ -197,7 +197,7 @@ static void test_fd_count_returns_to_baseline(void **state)
 	assert_int_equal(during, base + 40 + pidfds);
 	for (int i = 0; i < 20; i++)
 		rocmmem_disconnect(clients[i]);
-	end = harness_now_ms() + 1000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (harness_fd_count(d.pid) != base && harness_now_ms() < end)
 		usleep(2000);
 	assert_int_equal(harness_fd_count(d.pid), base);

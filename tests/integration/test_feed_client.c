@@ -52,7 +52,7 @@ static int teardown(void **state)
 static int after_each(void **state)
 {
 	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, 5000) < 0 ? -1 : 0;
+	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) < 0 ? -1 : 0;
 }
 
 static void sleep_ms(long ms)
@@ -500,7 +500,7 @@ static void test_sample_is_a_status(void **state)
 	assert_int_equal(rocmmem_model_acquire(c, model_id, 0), 0);
 	rocmmem_set_event_callback(c, on_sample_view, &v);
 	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 20), 20);
-	end = harness_now_ms() + 5000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (!v.seen && harness_now_ms() < end)
 		pump(c, 20);
 	assert_true(v.seen);

@@ -231,7 +231,7 @@ static void test_counters_in_samples(void **state)
 	}
 	rocmmem_disconnect(c);
 	/* The counters reach the new totals in a later sample. */
-	end = harness_now_ms() + 3000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	for (;;) {
 		assert_true(harness_now_ms() < end);
 		m = next_event(fd, 2000);

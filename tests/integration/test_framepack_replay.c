@@ -578,7 +578,7 @@ static void run_hosts(bool residency, struct run_result *res)
 static bool wait_all_gone(void)
 {
 	rocmmem_client *c = harness_connect(&daemon_, "final-check");
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	bool gone = false;
 
 	while (!gone && harness_now_ms() < end) {
@@ -1143,7 +1143,7 @@ static void test_acquire_while_being_evicted_reserves_again(void **state)
 	assert_int_equal(rocmmem_model_release(host, id), 0);
 	assert_int_equal(child_start(&other, other_host, NULL), 0);
 	/* The host makes no call: its evict request waits unread on its socket. */
-	end = harness_now_ms() + 5000;
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (state_seen != ROCMMEM_MODEL_EVICTING && harness_now_ms() < end) {
 		state_seen = model_state_of(mon, id, NULL);
 		usleep(1000);

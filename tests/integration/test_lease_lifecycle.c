@@ -39,7 +39,7 @@ static int teardown(void **state)
 static int after_each(void **state)
 {
 	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, 2000) >= 0 ? 0 : -1;
+	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
 }
 
 static rocmmem_lease *acquire(rocmmem_client *c, uint64_t size, int64_t timeout_ms, const char *tag)
@@ -183,7 +183,7 @@ static void test_disconnect_reclaims_all(void **state)
 	assert_int_equal(t.leases, 5);
 	/* Disconnect unmaps and frees the handles; the daemon reclaims the memory. */
 	rocmmem_disconnect(c);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, 1000) >= 0);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 }
 
 static void test_release_returns_memory(void **state)

@@ -40,7 +40,8 @@ static int after_each(void **state)
 	struct harness_totals t;
 
 	(void)state;
-	if (harness_wait_totals(&daemon_, 0, 0, 2000) < 0 || harness_totals(&daemon_, &t) < 0)
+	if (harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) < 0 ||
+	    harness_totals(&daemon_, &t) < 0)
 		return -1;
 	return t.free_bytes == t.budget_bytes ? 0 : -1;
 }

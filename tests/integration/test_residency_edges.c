@@ -1131,9 +1131,9 @@ static void test_ignored_evict_is_revoked(void **state)
 	expect_model(m, ROCMMEM_MODEL_EVICTED, 0, 1);
 	assert_true(harness_log_contains(&daemon_, "warn: refused an evict ack of"));
 	snprintf(text, sizeof(text), "revoked model %llu 'ignored-model'", (unsigned long long)m);
-	assert_true(harness_log_contains(&daemon_, text));
+	assert_true(harness_log_wait(&daemon_, text, HARNESS_WAIT_MS));
 	snprintf(text, sizeof(text), "of pid %d 'stubborn-host': did not unload", (int)a.pid);
-	assert_true(harness_log_contains(&daemon_, text));
+	assert_true(harness_log_wait(&daemon_, text, HARNESS_WAIT_MS));
 	check_books();
 	host_stop(&a);
 	host_stop(&b);

