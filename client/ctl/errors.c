@@ -45,8 +45,8 @@ static void put_json_error(int status, int err, const char *message)
  * report prints the failure on stderr and, in JSON mode, on stdout. A usage error is the
  * command's ("rocmmemctl lease: ..."), a failure what the command met ("rocmmemctl: lease: ...").
  */
-static int report(const struct ctl *ctl, int status, int err, const char *hint, const char *fmt,
-		  va_list ap)
+__attribute__((format(printf, 5, 0))) static int
+report(const struct ctl *ctl, int status, int err, const char *hint, const char *fmt, va_list ap)
 {
 	char message[2048];
 
