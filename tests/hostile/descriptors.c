@@ -224,37 +224,49 @@ static void test_connection_flood(void **state)
 	hostile_assert_healthy();
 }
 
-int main(void)
+/*
+ * descriptors_setup starts the daemon under the low descriptor limit and measures its fds: in
+ * each case's own process (runner.c), so that each case has a daemon of its own.
+ */
+static int descriptors_setup(void **state)
 {
 	static const char *const wrapper[] = {"prlimit", "--nofile=" NOFILE_TEXT ":" NOFILE_TEXT,
 					      "--", NULL};
 	static const char *const args[] = {"--budget", "64M", "--handshake-timeout", "120", NULL};
 	const struct harness_exec how = {.wrapper = wrapper};
+	int fd;
+
+	(void)state;
+	if (harness_daemon_dir(&hostile.d, "rocmmem-fds") != 0 ||
+	    harness_daemon_spawn(&hostile.d, args, &how, O_TRUNC) != 0) {
+		fprintf(stderr, "could not start rocmmemd under prlimit\n");
+		return -1;
+	}
+	hostile.fd_baseline = harness_fd_count_settled(hostile.d.pid);
+	fd = harness_raw_connect(&hostile.d);
+	if (fd < 0 || harness_raw_hello(fd, 1, "fd-probe") != 0) {
+		harness_daemon_stop(&hostile.d);
+		return -1;
+	}
+	hostile.fds_per_connection = harness_fd_count_settled(hostile.d.pid) - hostile.fd_baseline;
+	close(fd);
+	harness_fd_count_settled(hostile.d.pid);
+	return 0;
+}
+
+int main(void)
+{
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_leases_capped),
 	    cmocka_unit_test(test_connection_flood),
 	};
-	int fd, rc;
+	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
 	if (geteuid() != 0) {
 		fprintf(stderr, "hostile_descriptors: needs root (a client of another uid)\n");
 		return 77;
 	}
-	if (harness_daemon_dir(&hostile.d, "rocmmem-fds") != 0 ||
-	    harness_daemon_spawn(&hostile.d, args, &how, O_TRUNC) != 0) {
-		fprintf(stderr, "could not start rocmmemd under prlimit\n");
-		return 1;
-	}
-	hostile.fd_baseline = harness_fd_count_settled(hostile.d.pid);
-	fd = harness_raw_connect(&hostile.d);
-	if (fd < 0 || harness_raw_hello(fd, 1, "fd-probe") != 0) {
-		harness_daemon_stop(&hostile.d);
-		return 1;
-	}
-	hostile.fds_per_connection = harness_fd_count_settled(hostile.d.pid) - hostile.fd_baseline;
-	close(fd);
-	harness_fd_count_settled(hostile.d.pid);
-	rc = cmocka_run_group_tests(tests, NULL, hostile_group_teardown);
+	rc = cmocka_run_group_tests(tests, descriptors_setup, hostile_group_teardown);
 	return hostile_run_result(rc);
 }
