@@ -157,8 +157,11 @@ class Service(unittest.TestCase):
         d = self.background([ACTIVATE, "--seqpacket", "-l", self.sock, "-E",
                              f"RUNTIME_DIRECTORY={state}", *sandboxed(svc, writable)],
                             "rocmmemd")
-        poll_until(lambda: os.path.exists(self.sock) or not d.running(), timeout=10,
-                   what="the daemon's socket")
+        # The path exists from bind() on, but connections are refused until listen(): wait
+        # for systemd-socket-activate to say it listens.
+        poll_until(lambda: "Listening on" in d.stderr() or not d.running(), timeout=10,
+                   what="systemd-socket-activate to listen")
+        self.assertTrue(d.running(), d.stderr())
         # SocketGroup=rocmmem, SocketMode=0660: systemd-socket-activate has no such options.
         shutil.chown(self.sock, group=sock_unit["SocketGroup"][0])
         os.chmod(self.sock, int(sock_unit["SocketMode"][0], 8))
