@@ -235,9 +235,9 @@ class Service(unittest.TestCase):
         text = poll_until(written, timeout=20, what=f"{prom_path} with the lease in it")
         self.promtool(text)
         st = os.stat(prom_path)
-        metrics_gid = [g for g in open("/etc/group") if g.startswith("rocmmem-metrics:")]
+        import grp
         self.assertEqual((st.st_uid, st.st_gid, oct(st.st_mode & 0o777)),
-                         (uid, int(metrics_gid[0].split(":")[2]), oct(0o644)))
+                         (uid, grp.getgrnam("rocmmem-metrics").gr_gid, oct(0o644)))
         self.assertNotIn("Could not", d.stderr(), d)
 
         # The exporter, through a real HTTP client.
