@@ -7,9 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The most digits a size's fraction may have: 10^18 and twice it fit in 64 bits (frac_floor). */
-#define SIZE_FRAC_DIGITS 18
-#define SIZE_FRAC_LIMIT 1000000000000000000ull /* 10^SIZE_FRAC_DIGITS */
+/* A size's fraction has at most 18 digits: twice 10^18 still fits in 64 bits (frac_floor). */
+#define SIZE_FRAC_LIMIT 1000000000000000000ull
 
 /* is_digit: an ASCII decimal digit, whatever the locale says. */
 static bool is_digit(char c)
@@ -17,7 +16,7 @@ static bool is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-/* ascii_upper: c in upper case for ASCII letters only (no locale: "i" stays "I" in Turkish). */
+/* ascii_upper: c in upper case for ASCII letters only (toupper follows the locale). */
 static char ascii_upper(char c)
 {
 	return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
@@ -85,7 +84,7 @@ static uint64_t frac_floor(uint64_t frac, uint64_t frac_div, int shift)
 	return bits;
 }
 
-/* unit_shift reads a size's unit at *p: "", "B", or K/M/G/T with an optional "iB" (any case). */
+/* unit_shift reads the unit s ends with: "", "B", or K/M/G/T and an optional "iB" (any case). */
 static int unit_shift(const char *s, int *shift)
 {
 	static const char letters[] = "KMGT";
