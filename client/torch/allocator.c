@@ -14,6 +14,7 @@
 
 #include "rocmmem.h"
 #include "runtime.h"
+#include "size.h"
 #include "suballoc.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -138,45 +139,18 @@ __attribute__((format(printf, 1, 2))) static void alloc_failed(const char *fmt, 
 /* ---------------------------------------------------------------------------------------- */
 /* Configuration */
 
-/* parse_size reads bytes with an optional K, M, G or T suffix (binary; "iB" allowed). */
+/* parse_size reads a size by the rule of every rocmmem tool (common/size.c: "64M", "0.9G",
+ * truncated to whole bytes), at most MAX_CHUNK. */
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	double v;
-	int shift = 0;
+	uint64_t v;
+	int err = size_parse(s, &v);
 
-	v = strtod(s, &end);
-	if (end == s || v < 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		end++;
-		break;
-	default:
-		break;
-	}
-	if (shift && (end[0] == 'i' || end[0] == 'I') && (end[1] == 'b' || end[1] == 'B'))
-		end += 2;
-	if (*end || v * (double)(UINT64_C(1) << shift) > (double)MAX_CHUNK)
-		return -EINVAL;
-	*out = (uint64_t)(v * (double)(UINT64_C(1) << shift));
+	if (err)
+		return err;
+	if (v > MAX_CHUNK)
+		return -ERANGE;
+	*out = v;
 	return 0;
 }
 
