@@ -28,7 +28,7 @@
 #include "wire.h"
 
 #define MiB ((uint64_t)1 << 20)
-/* The library's cap on undelivered telemetry events (client/lib/client.c). */
+/* The library's cap on undelivered telemetry events (client/lib/conn/deliver.c). */
 #define TELEMETRY_CAP 1024
 #define MAX_PIDS 8
 

@@ -2,7 +2,8 @@
 /* trim.c: asking the daemon to return its runtime's cached memory to the driver. */
 #include <errno.h>
 
-#include "internal.h"
+#include "base/error.h"
+#include "conn/client.h"
 
 ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *c, int device, uint64_t *released)
 {

@@ -7,8 +7,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gpu.h"
-#include "internal.h"
+#include "base/error.h"
+#include "base/gpu.h"
+#include "conn/client.h"
 
 /* Host leases are mapped on this boundary so that transparent huge pages can back them. */
 #define LEASE_ALIGN ((size_t)2 << 20)
@@ -40,66 +41,6 @@ static void *map_aligned(int fd, size_t size)
 	/* Best effort: huge pages make first touch of a large lease an order faster. */
 	madvise(aligned, size, MADV_HUGEPAGE);
 	return aligned;
-}
-
-static void link_lease(rocmmem_client *c, struct rocmmem_lease *l)
-{
-	pthread_mutex_lock(&c->lock);
-	l->prev = NULL;
-	l->next = c->leases;
-	if (c->leases)
-		c->leases->prev = l;
-	c->leases = l;
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void unlink_lease(rocmmem_client *c, struct rocmmem_lease *l)
-{
-	pthread_mutex_lock(&c->lock);
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		c->leases = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void unmap_and_close(struct rocmmem_lease *l)
-{
-	if (l->gpu)
-		gpu_unmap(l->gpu);
-	else if (l->ptr)
-		munmap(l->ptr, (size_t)l->size);
-	for (unsigned i = 0; i < l->nfds; i++)
-		close(l->fds[i]);
-	for (unsigned i = 0; i < l->nkept; i++)
-		close(l->kept[i]);
-	l->gpu = NULL;
-	l->ptr = NULL;
-	l->nfds = 0;
-	l->nkept = 0;
-}
-
-void lease_revoke_all(rocmmem_client *c, const char *why)
-{
-	for (struct rocmmem_lease *l = c->leases; l; l = l->next) {
-		if (l->revoked)
-			continue;
-		l->revoked = true;
-		conn_queue_lib(c, ROCMMEM_EVENT_LEASE_REVOKED, l->id, 0, why);
-	}
-}
-
-void lease_forget_all(rocmmem_client *c)
-{
-	struct rocmmem_lease *l;
-
-	while ((l = c->leases)) {
-		c->leases = l->next;
-		unmap_and_close(l);
-		free(l);
-	}
 }
 
 /*
@@ -243,13 +184,13 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 		break;
 	}
 	if (err) {
-		unmap_and_close(l);
+		held_lease_unmap(l);
 		free(l);
 		return err;
 	}
-	link_lease(c, l);
+	held_lease_link(c, l);
 	if (l->model_id && l->generation)
-		model_granted(c, l->model_id, l->generation);
+		held_model_granted(c, l->model_id, l->generation);
 	*out = l;
 	return 0;
 }
@@ -279,7 +220,7 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 	acq.tag = (char *)req->tag;
 	if (req->model_id) {
 		acq.has_model_id = true;
-		acq.model_id = model_daemon_id(c, req->model_id);
+		acq.model_id = held_model_daemon_id(c, req->model_id);
 	}
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
 	msg.lease_acquire = &acq;
@@ -324,8 +265,8 @@ ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *l)
 	c = l->client;
 	/* Out of the client's list first (a reconnection no longer re-declares it), then
 	 * unmapped: once the daemon has it back, the memory is gone. */
-	unlink_lease(c, l);
-	unmap_and_close(l);
+	held_lease_unlink(c, l);
+	held_lease_unmap(l);
 	pthread_mutex_lock(&c->lock);
 	revoked = l->revoked;
 	pthread_mutex_unlock(&c->lock);

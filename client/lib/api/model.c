@@ -3,7 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base/error.h"
+#include "conn/client.h"
 
 /* call sends a request and waits for its plain acknowledgement (or the daemon's error). */
 static int call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t wait_ms)
@@ -45,18 +46,6 @@ static int call_waiting(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, in
 	return err;
 }
 
-void model_granted(rocmmem_client *c, uint64_t host_id, uint64_t generation)
-{
-	struct lib_model *lm;
-
-	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, host_id);
-	/* The host holds this residency now: events of older ones are stale from here on. */
-	if (lm && generation > lm->generation)
-		lm->generation = generation;
-	pthread_mutex_unlock(&c->lock);
-}
-
 /* tracked runs fn on this client's record of a model (lock held), if it is this client's. */
 static void tracked(rocmmem_client *c, uint64_t model_id, void (*fn)(struct lib_model *, uint64_t),
 		    uint64_t arg)
@@ -64,7 +53,7 @@ static void tracked(rocmmem_client *c, uint64_t model_id, void (*fn)(struct lib_
 	struct lib_model *lm;
 
 	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, model_id);
+	lm = held_model(c, model_id);
 	if (lm)
 		fn(lm, arg);
 	pthread_mutex_unlock(&c->lock);
@@ -132,7 +121,7 @@ ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmme
 	}
 	daemon_id = r->model->model_id;
 	inmsg_free(m);
-	err = model_track(c, daemon_id, desc, model_id);
+	err = held_model_track(c, daemon_id, desc, model_id);
 	if (err) {
 		/* Unknown to the library, it could not be declared again after a restart. */
 		rocmmem_model_unregister(c, daemon_id);
@@ -151,14 +140,14 @@ ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, i
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_acquire needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_timeout_ms = true;
 	req.timeout_ms = timeout_ms;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE;
 	msg.model_acquire = &req;
 	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
 	if (err == 0) {
-		model_granted(c, model_id, gen);
+		held_model_granted(c, model_id, gen);
 		tracked(c, model_id, acquired, 0);
 	}
 	return err;
@@ -173,7 +162,7 @@ ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *c, uint64_t model_id)
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_release needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE;
 	msg.model_release = &req;
 	err = call(c, &msg, CONN_REPLY_GRACE_MS);
@@ -193,7 +182,7 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_resize needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_reservation = true;
 	req.reservation = reservation;
 	req.has_timeout_ms = true;
@@ -202,7 +191,7 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 	msg.model_resize = &req;
 	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
 	if (err == 0) {
-		model_granted(c, model_id, gen);
+		held_model_granted(c, model_id, gen);
 		tracked(c, model_id, resized, reservation);
 	}
 	return err;
@@ -217,12 +206,12 @@ ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *c, uint64_t model_id
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_unregister needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER;
 	msg.model_unregister = &req;
 	err = call(c, &msg, CONN_REPLY_GRACE_MS);
 	/* Forgotten here whatever the daemon said: it is never declared again. */
-	model_untrack(c, model_id);
+	held_model_untrack(c, model_id);
 	return err;
 }
 
@@ -234,7 +223,7 @@ static uint64_t ack_generation(rocmmem_client *c, uint64_t model_id)
 	uint64_t gen = 0;
 
 	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, model_id);
+	lm = held_model(c, model_id);
 	if (lm)
 		gen = lm->evict_generation ? lm->evict_generation : lm->generation;
 	pthread_mutex_unlock(&c->lock);
@@ -270,7 +259,7 @@ ROCMMEM_EXPORT int rocmmem_model_evict_ack_generation(rocmmem_client *c, uint64_
 	if (generation == 0)
 		generation = ack_generation(c, model_id);
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	/* A model this library never heard of has no generation: the daemon decides. */
 	req.has_generation = generation != 0;
 	req.generation = generation;
@@ -299,7 +288,7 @@ ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *c, uint64_t mod
 	if (!c)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, model_id);
+	lm = held_model(c, model_id);
 	if (lm)
 		gen = lm->generation;
 	pthread_mutex_unlock(&c->lock);
@@ -319,7 +308,7 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uin
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL;
 	admin.evict_model = &req;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN;
@@ -347,7 +336,7 @@ ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int p
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_pin needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_pinned = true;
 	req.pinned = pin != 0;
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL;
