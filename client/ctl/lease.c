@@ -10,7 +10,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
+#include "lease.h"
+#include "progress.h"
 #include "size.h"
 
 struct hold_state {

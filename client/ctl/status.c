@@ -5,8 +5,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
+#include "show.h"
 #include "size.h"
+#include "status.h"
+#include "table.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

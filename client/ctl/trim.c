@@ -3,8 +3,12 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
 #include "size.h"
+#include "trim.h"
 
 static int cmd_trim(struct ctl *ctl, int argc, char **argv)
 {

@@ -11,8 +11,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
 #include "size.h"
+#include "watch.h"
 
 /* Events kept for the view, and how many a frame shows when stdout is not a terminal. */
 #define WATCH_EVENTS 64
