@@ -52,10 +52,14 @@ LAYERS = {
     "client/ctl/trim": (2, "a command"),
     "client/ctl/watch": (2, "a command"),
     "client/ctl/main": (3, "the table of commands"),
+    "client/torch/rocmmem_torch": (0, "the allocator's public header"),
+    "client/torch/books": (1, "the allocator's lock, counters and failures"),
+    "client/torch/config": (1, "the allocator's settings"),
     "client/torch/runtime": (1, "the GPU runtime calls"),
     "client/torch/suballoc": (1, "the sub-allocator"),
-    "client/torch/rocmmem_torch": (2, "the allocator's public header"),
-    "client/torch/allocator": (2, "the allocator over leases"),
+    "client/torch/suballoc_verify": (1, "the sub-allocator's invariants, for its tests"),
+    "client/torch/connect": (2, "the connection to the daemon, leases through it"),
+    "client/torch/allocator": (3, "PyTorch's hooks: arenas over leases"),
 }
 
 # Headers a layer may not include, directly or through the project's own headers: the
