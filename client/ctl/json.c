@@ -97,7 +97,7 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 {
 	const struct rocmmem_device_info *v = rocmmem_status_device(st, index);
 	json_object *o = json_object_new_object();
-	size_t nproc = rocmmem_status_process_count(st, index);
+	size_t nproc = rocmmem_status_process_count(st, v->index);
 
 	ctl_json_u64(o, "index", v->index);
 	ctl_json_str(o, "name", v->name);
@@ -133,7 +133,8 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 		json_object *procs = json_object_new_array();
 
 		for (size_t k = 0; k < nproc; k++) {
-			const struct rocmmem_process_info *p = rocmmem_status_process(st, index, k);
+			const struct rocmmem_process_info *p =
+			    rocmmem_status_process(st, v->index, k);
 			json_object *po = json_object_new_object();
 
 			ctl_json_i64(po, "pid", p->pid);

@@ -231,6 +231,7 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 	rocmmem_status *st;
 	struct target t;
 	int64_t started, elapsed;
+	struct rocmmem_evict_result result = ROCMMEM_EVICT_RESULT_INIT;
 	uint64_t freed;
 	bool resident, revoked;
 	char what[160], sz[SIZE_FORMAT_MAX];
@@ -247,13 +248,14 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 		goto out;
 	started = ctl_monotonic_ms();
 	/* Waits until the owner has unloaded it, or the daemon took it back at the deadline. */
-	err = rocmmem_model_evict(client, t.id, &freed);
+	err = rocmmem_model_evict(client, t.id, &result);
 	elapsed = ctl_monotonic_ms() - started;
 	if (err < 0) {
 		rc = ctl_fail(ctl, "evict", err);
 		goto out;
 	}
-	revoked = err == 1;
+	freed = result.bytes_freed;
+	revoked = result.revoked != 0;
 	resident = freed > 0;
 	describe(&t, what, sizeof(what));
 	if (ctl->json) {

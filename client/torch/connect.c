@@ -202,6 +202,7 @@ int connect_acquire(unsigned index, uint64_t bytes, int64_t timeout, uint64_t mo
 		    rocmmem_lease **out, char *why, size_t why_len)
 {
 	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req),
 	    .device = index,
 	    .size = bytes,
 	    .timeout_ms = timeout,

@@ -27,7 +27,7 @@ import tempfile
 import time
 import unittest
 
-PACKAGES = ("librocmmem0", "librocmmem-dev", "rocmmemd", "rocmmemctl", "rocmmem-exporter")
+PACKAGES = ("librocmmem1", "librocmmem-dev", "rocmmemd", "rocmmemctl", "rocmmem-exporter")
 TOOLS = ("dpkg-buildpackage", "lintian", "apt-get", "git")
 
 
@@ -109,8 +109,8 @@ class Package(unittest.TestCase):
 
     def test_split(self):
         """what goes where: the library and its plugin, -dev files, daemon and units."""
-        lib = self.contents("librocmmem0")
-        self.assertTrue(any(p.endswith("/librocmmem.so.0") for p in lib), lib)
+        lib = self.contents("librocmmem1")
+        self.assertTrue(any(p.endswith("/librocmmem.so.1") for p in lib), lib)
         self.assertTrue(any(p.endswith("/rocmmem/librocmmem_torch.so") for p in lib), lib)
         dev = self.contents("librocmmem-dev")
         for want in ("/usr/include/rocmmem.h", "/librocmmem.so", "/librocmmem.a",
@@ -200,7 +200,7 @@ class Package(unittest.TestCase):
                               "consumer.c")
         run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Werror", source, "-o", exe,
              *run(["pkg-config", "--libs", "rocmmem"]).stdout.split()])
-        self.assertIn("librocmmem.so.0 => /", run(["ldd", exe]).stdout)
+        self.assertIn("librocmmem.so.1 => /", run(["ldd", exe]).stdout)
 
 
 if __name__ == "__main__":

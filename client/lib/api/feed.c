@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* feed.c: telemetry subscriptions: subscribing, renewing after a reconnection, unsubscribing. */
 #include <errno.h>
-#include <limits.h>
 
 #include "base/error.h"
 #include "conn/client.h"
 
-ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *c, unsigned what, uint32_t interval_ms)
+ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *c, unsigned what, uint32_t interval_ms,
+				     uint32_t *interval_in_effect_ms)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__Subscribe sub = ROCMMEM__WIRE__SUBSCRIBE__INIT;
@@ -37,18 +37,15 @@ ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *c, unsigned what, uint32_t 
 		inmsg_free(m);
 		return error_set(-EPROTO, "the daemon answered subscribe with something else");
 	}
-	err = r->subscribe->interval_ms > INT_MAX
-		  ? error_set(-EPROTO, "the daemon reported an impossible sample interval")
-		  : (int)r->subscribe->interval_ms;
+	if (interval_in_effect_ms)
+		*interval_in_effect_ms = r->subscribe->interval_ms;
 	inmsg_free(m);
-	if (err >= 0) {
-		/* Renewed on a new connection, should the daemon restart. */
-		pthread_mutex_lock(&c->lock);
-		c->sub_what = what;
-		c->sub_interval_ms = interval_ms;
-		pthread_mutex_unlock(&c->lock);
-	}
-	return err;
+	/* Renewed on a new connection, should the daemon restart. */
+	pthread_mutex_lock(&c->lock);
+	c->sub_what = what;
+	c->sub_interval_ms = interval_ms;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
 }
 
 ROCMMEM_EXPORT int rocmmem_unsubscribe(rocmmem_client *c)

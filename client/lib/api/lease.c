@@ -7,9 +7,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/abi.h"
 #include "base/error.h"
 #include "base/gpu.h"
 #include "conn/client.h"
+
+/* The size of the first version (1.0) of struct rocmmem_lease_request: every caller's. */
+#define LEASE_REQUEST_1_0 ABI_END(struct rocmmem_lease_request, model_id)
 
 /* Host leases are mapped on this boundary so that transparent huge pages can back them. */
 #define LEASE_ALIGN ((size_t)2 << 20)
@@ -195,20 +199,26 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 	return 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem_lease_request *req,
+ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c,
+					 const struct rocmmem_lease_request *request,
 					 rocmmem_lease **out)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
 	struct call_opts o = conn_default_opts(0);
+	struct rocmmem_lease_request copy, *req = &copy;
 	Rocmmem__Wire__Reply *r;
 	struct inmsg *m;
 	int err;
 
-	if (!c || !req || !out)
+	if (!c || !request || !out)
 		return error_set(-EINVAL, "rocmmem_lease_acquire needs a client, a request and an "
 					  "out pointer");
 	*out = NULL;
+	err = abi_take(&copy, sizeof(copy), request, request->struct_size, LEASE_REQUEST_1_0,
+		       "rocmmem_lease_request");
+	if (err)
+		return err;
 	if (req->flags & ~(uint32_t)ROCMMEM_LEASE_NOMAP)
 		return error_set(-EINVAL, "unknown lease flags 0x%x", req->flags);
 	acq.has_device = true;
@@ -286,7 +296,7 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_size(const rocmmem_lease *l)
 	return l->size;
 }
 
-ROCMMEM_EXPORT unsigned rocmmem_lease_device(const rocmmem_lease *l)
+ROCMMEM_EXPORT rocmmem_device_index rocmmem_lease_device(const rocmmem_lease *l)
 {
 	return l->device;
 }
@@ -328,6 +338,8 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_chunk_size(const rocmmem_lease *l, unsigne
 
 ROCMMEM_EXPORT int rocmmem_lease_ipc_handle(const rocmmem_lease *l, void *handle, uint64_t *offset)
 {
+	if (!handle)
+		return error_set(-EINVAL, "rocmmem_lease_ipc_handle needs somewhere to copy to");
 	if (!l->has_ipc)
 		return -ENOENT;
 	memcpy(handle, l->ipc_handle, sizeof(l->ipc_handle));

@@ -3,8 +3,13 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/abi.h"
 #include "base/error.h"
 #include "conn/client.h"
+
+/* The sizes of the first versions (1.0) of the structs that grow: every caller's. */
+#define MODEL_DESC_1_0 ABI_END(struct rocmmem_model_desc, pinned)
+#define EVICT_RESULT_1_0 ABI_END(struct rocmmem_evict_result, revoked)
 
 /* call sends a request and waits for its plain acknowledgement (or the daemon's error). */
 static int call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t wait_ms)
@@ -85,19 +90,25 @@ static void pinned(struct lib_model *lm, uint64_t pin)
 	lm->pinned = pin != 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmmem_model_desc *desc,
+ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c,
+					  const struct rocmmem_model_desc *description,
 					  uint64_t *model_id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelRegister reg = ROCMMEM__WIRE__MODEL_REGISTER__INIT;
+	struct rocmmem_model_desc copy, *desc = &copy;
 	Rocmmem__Wire__Reply *r;
 	uint64_t daemon_id;
 	struct inmsg *m;
 	int err;
 
-	if (!c || !desc || !model_id)
+	if (!c || !description || !model_id)
 		return error_set(-EINVAL, "rocmmem_model_register needs a client, a description "
 					  "and somewhere to store the id");
+	err = abi_take(&copy, sizeof(copy), description, description->struct_size, MODEL_DESC_1_0,
+		       "rocmmem_model_desc");
+	if (err)
+		return err;
 	reg.has_device = true;
 	reg.device = desc->device;
 	reg.name = (char *)desc->name;
@@ -130,7 +141,8 @@ ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmme
 	return 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, int64_t timeout_ms)
+ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id,
+					 rocmmem_timeout_ms timeout_ms)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelAcquire req = ROCMMEM__WIRE__MODEL_ACQUIRE__INIT;
@@ -172,7 +184,7 @@ ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *c, uint64_t model_id)
 }
 
 ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, uint64_t reservation,
-					int64_t timeout_ms)
+					rocmmem_timeout_ms timeout_ms)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelResize req = ROCMMEM__WIRE__MODEL_RESIZE__INIT;
@@ -295,18 +307,23 @@ ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *c, uint64_t mod
 	return gen;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uint64_t *bytes_freed)
+ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id,
+				       struct rocmmem_evict_result *result)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__AdminRequest admin = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminEvictModel req = ROCMMEM__WIRE__ADMIN_EVICT_MODEL__INIT;
+	struct rocmmem_evict_result got = {.struct_size = sizeof(got)};
 	Rocmmem__Wire__Reply *r;
 	struct inmsg *m;
-	bool revoked;
 	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict needs a client");
+	/* A result too small is refused before the daemon is asked anything. */
+	if (result && result->struct_size < EVICT_RESULT_1_0)
+		return abi_give(result, result->struct_size, &got, sizeof(got), EVICT_RESULT_1_0,
+				"rocmmem_evict_result");
 	req.has_model_id = true;
 	req.model_id = held_model_daemon_id(c, model_id);
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL;
@@ -318,12 +335,14 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uin
 	if (err)
 		return err;
 	r = conn_reply(m);
-	revoked = r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT && r->evict->revoked;
-	if (bytes_freed)
-		*bytes_freed =
-		    r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT ? r->evict->bytes_freed : 0;
+	if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT) {
+		got.bytes_freed = r->evict->bytes_freed;
+		got.revoked = r->evict->revoked ? 1 : 0;
+	}
 	inmsg_free(m);
-	return revoked ? 1 : 0;
+	return result ? abi_give(result, result->struct_size, &got, sizeof(got), EVICT_RESULT_1_0,
+				 "rocmmem_evict_result")
+		      : 0;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int pin)

@@ -507,15 +507,29 @@ ROCMMEM_EXPORT const struct rocmmem_counters *rocmmem_status_counters(const rocm
 	return &st->counters;
 }
 
-ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st, size_t device_index)
+/* position finds the device whose index is device among those the status lists. */
+static size_t position(const rocmmem_status *st, rocmmem_device_index device)
 {
-	return device_index < st->ndevices ? st->process_count[device_index] : 0;
+	for (size_t i = 0; i < st->ndevices; i++)
+		if (st->devices[i].index == device)
+			return i;
+	return SIZE_MAX;
+}
+
+ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st,
+						   rocmmem_device_index device)
+{
+	size_t p = position(st, device);
+
+	return p == SIZE_MAX ? 0 : st->process_count[p];
 }
 
 ROCMMEM_EXPORT const struct rocmmem_process_info *
-rocmmem_status_process(const rocmmem_status *st, size_t device_index, size_t index)
+rocmmem_status_process(const rocmmem_status *st, rocmmem_device_index device, size_t index)
 {
-	if (device_index >= st->ndevices || index >= st->process_count[device_index])
+	size_t p = position(st, device);
+
+	if (p == SIZE_MAX || index >= st->process_count[p])
 		return NULL;
-	return &st->processes[st->process_first[device_index] + index];
+	return &st->processes[st->process_first[p] + index];
 }

@@ -42,9 +42,11 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 	int err;
 
 	pthread_mutex_lock(&c->lock);
+	c->busy++;
 	for (;;) {
 		m = take_reply(c, id);
 		if (m) {
+			c->busy--;
 			pthread_mutex_unlock(&c->lock);
 			*out = m;
 			return 0;
@@ -83,11 +85,13 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 		else
 			conn_timed_wait(c, deadline);
 	}
+	c->busy--;
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 
-int conn_await(rocmmem_client *c, int64_t deadline)
+/* await_up is conn_await without the count of threads inside. */
+static int await_up(rocmmem_client *c, int64_t deadline)
 {
 	for (;;) {
 		if (c->broken)
@@ -189,4 +193,14 @@ int conn_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t time
 	struct call_opts o = conn_default_opts(timeout_ms);
 
 	return conn_call_opts(c, msg, &o, out);
+}
+
+int conn_await(rocmmem_client *c, int64_t deadline)
+{
+	int err;
+
+	c->busy++;
+	err = await_up(c, deadline);
+	c->busy--;
+	return err;
 }

@@ -15,6 +15,9 @@
 /* How long a request may go unanswered beyond the wait it asked the daemon for. */
 #define CONN_REPLY_GRACE_MS 10000
 
+/* Waits longer than this (146 million years) are no limit: deadlines never overflow. */
+#define CONN_FOREVER_MS (INT64_MAX / 2)
+
 /* rocmmem_dispatch (and a waiting call, before it delivers) reads at most this many messages:
  * a daemon that keeps sending (a busy telemetry feed) cannot keep it from returning. The rest
  * stays readable for the next call. */
@@ -59,7 +62,7 @@ struct lib_model {
 	struct lib_model *next;
 	uint64_t id;	    /* the host's */
 	uint64_t daemon_id; /* the current daemon's; 0: this daemon does not know it */
-	unsigned device;
+	rocmmem_device_index device;
 	char name[65];
 	uint32_t model_class;
 	uint64_t size;
@@ -93,7 +96,7 @@ struct rocmmem_lease {
 	struct rocmmem_lease *prev, *next; /* the client's leases, under client->lock */
 	uint64_t id;
 	uint64_t size;
-	unsigned device;
+	rocmmem_device_index device;
 	enum rocmmem_handle_kind kind;
 	/* fds kept open: a host lease's memfd; a GPU lease's handles when not imported */
 	unsigned nfds;
@@ -165,6 +168,8 @@ struct rocmmem_client {
 	unsigned nretired;
 	bool disconnect_delivered;
 	bool delivering; /* a thread is running the event callback */
+	unsigned busy;	 /* threads inside a call that may release the lock (rocmmem_disconnect
+			  * refuses meanwhile) */
 	uint64_t next_id;
 	struct inmsg *replies; /* received replies not yet claimed by their requester */
 	/*
@@ -185,7 +190,7 @@ struct rocmmem_client {
 	void *event_userdata;
 	char *daemon_version;
 	char *backend;
-	unsigned device_count;
+	rocmmem_device_index device_count;
 	pid_t daemon_pid;	    /* from SO_PEERCRED; 0 if unknown */
 	uint8_t rx[WIRE_MAX_FRAME]; /* used only by the thread that is reading */
 };

@@ -35,7 +35,10 @@ int64_t conn_remaining_ms(int64_t deadline)
 
 int64_t conn_deadline_after(int64_t timeout_ms)
 {
-	return timeout_ms < 0 ? -1 : (int64_t)(conn_now_ms() + (uint64_t)timeout_ms);
+	/* A wait of more than a few million years is no limit (and never overflows). */
+	if (timeout_ms < 0 || timeout_ms > CONN_FOREVER_MS)
+		return -1;
+	return (int64_t)(conn_now_ms() + (uint64_t)timeout_ms);
 }
 
 void conn_timed_wait(rocmmem_client *c, int64_t deadline)

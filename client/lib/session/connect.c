@@ -10,33 +10,23 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/abi.h"
 #include "base/error.h"
 #include "conn/client.h"
 #include "reconnect.h"
 #include "sockpath.h"
 
-ROCMMEM_EXPORT int rocmmem_connect_with(const struct rocmmem_connect_options *opts,
-					rocmmem_client **out)
-{
-	struct rocmmem_connect_options o = {0};
-	int64_t deadline;
-	pthread_condattr_t attr;
-	rocmmem_client *c;
-	int err;
+/* The size of the first version (1.0) of struct rocmmem_connect_options: every caller's. */
+#define CONNECT_OPTIONS_1_0 ABI_END(struct rocmmem_connect_options, reconnect_window_ms)
 
-	if (!out)
-		return error_set(-EINVAL, "rocmmem_connect needs somewhere to store the client");
-	*out = NULL;
-	/* Fields a caller built against an older header does not know stay at their default. */
-	if (!opts || opts->size < offsetof(struct rocmmem_connect_options, flags))
-		return error_set(-EINVAL, "rocmmem_connect_with needs options with their size set");
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	if (o.flags & ~(uint32_t)(ROCMMEM_CONNECT_NO_RECONNECT | ROCMMEM_CONNECT_NO_WAIT))
-		return error_set(-EINVAL, "unknown connect flags 0x%x", o.flags);
-	deadline = conn_deadline_after(o.timeout_ms);
-	c = calloc(1, sizeof(*c));
+/* client_new makes a client that is not connected yet, with the session's hooks installed. */
+static rocmmem_client *client_new(const struct rocmmem_connect_options *o)
+{
+	pthread_condattr_t attr;
+	rocmmem_client *c = calloc(1, sizeof(*c));
+
 	if (!c)
-		return error_set(-ENOMEM, "out of memory");
+		return NULL;
 	c->fd = c->efd = c->tfd = c->epfd = -1;
 	c->next_id = 1;
 	c->events_tail = &c->events;
@@ -47,56 +37,15 @@ ROCMMEM_EXPORT int rocmmem_connect_with(const struct rocmmem_connect_options *op
 	pthread_cond_init(&c->cond, &attr);
 	pthread_condattr_destroy(&attr);
 	c->hooks = &reconnect_hooks;
-	reconnect_init(c, o.flags, o.reconnect_window_ms);
-	err = sockpath_resolve(o.socket_path, SOCKPATH_CLIENT, c->path, sizeof(c->path));
-	if (err) {
-		error_set(err, "Could not use the socket path: %s", strerror(-err));
-		goto fail;
-	}
-	if (o.name && !(c->name = strdup(o.name))) {
-		err = error_set(-ENOMEM, "out of memory");
-		goto fail;
-	}
-	err = conn_open_socket(c->path, deadline, &c->fd);
-	if (err)
-		goto fail;
-	{
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
-
-		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-			c->daemon_pid = cred.pid;
-	}
-	err = conn_setup_event_fd(c);
-	if (err) {
-		error_set(err, "Could not set up the event fd: %s", strerror(-err));
-		goto fail;
-	}
-	err = conn_hello(c, o.name, deadline);
-	if (err)
-		goto fail;
-	*out = c;
-	return 0;
-fail:
-	rocmmem_disconnect(c);
-	return err;
+	reconnect_init(c, o->flags, o->reconnect_window_ms);
+	return c;
 }
 
-ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, int timeout_ms,
-				   rocmmem_client **out)
-{
-	struct rocmmem_connect_options o = {
-	    .size = sizeof(o), .socket_path = socket_path, .name = name, .timeout_ms = timeout_ms};
-
-	return rocmmem_connect_with(&o, out);
-}
-
-ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
+/* client_free frees a client and everything it owns (rocmmem_disconnect says what). */
+static void client_free(rocmmem_client *c)
 {
 	struct inmsg *m;
 
-	if (!c)
-		return;
 	held_lease_forget_all(c);
 	if (c->fd >= 0)
 		close(c->fd);
@@ -129,6 +78,101 @@ ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *c)
 	free(c);
 }
 
+/*
+ * in_use says whether a thread other than one about to free the client is inside a call on it,
+ * as far as the client can tell: running its event callback, reading or sending on its
+ * connection, waiting in a call, or reconnecting. Lock held.
+ */
+static bool in_use(const rocmmem_client *c)
+{
+	return c->delivering || c->reading || c->sending || c->busy || c->attempting;
+}
+
+ROCMMEM_EXPORT int rocmmem_disconnect(rocmmem_client *c)
+{
+	bool busy;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	busy = in_use(c);
+	pthread_mutex_unlock(&c->lock);
+	if (busy)
+		return error_set(-EBUSY,
+				 "rocmmem_disconnect: the client is in use (by another "
+				 "thread, or this is its event callback): nothing was freed");
+	client_free(c);
+	return 0;
+}
+
+ROCMMEM_EXPORT int rocmmem_connect_with(const struct rocmmem_connect_options *opts,
+					rocmmem_client **out)
+{
+	struct rocmmem_connect_options o;
+	int64_t deadline;
+	rocmmem_client *c;
+	int err;
+
+	if (!out)
+		return error_set(-EINVAL, "rocmmem_connect needs somewhere to store the client");
+	*out = NULL;
+	if (!opts)
+		return error_set(-EINVAL, "rocmmem_connect_with needs options");
+	err = abi_take(&o, sizeof(o), opts, opts->struct_size, CONNECT_OPTIONS_1_0,
+		       "rocmmem_connect_options");
+	if (err)
+		return err;
+	if (o.flags & ~(uint32_t)(ROCMMEM_CONNECT_NO_RECONNECT | ROCMMEM_CONNECT_NO_WAIT))
+		return error_set(-EINVAL, "unknown connect flags 0x%x", o.flags);
+	deadline = conn_deadline_after(o.timeout_ms);
+	c = client_new(&o);
+	if (!c)
+		return error_set(-ENOMEM, "out of memory");
+	err = sockpath_resolve(o.socket_path, SOCKPATH_CLIENT, c->path, sizeof(c->path));
+	if (err) {
+		error_set(err, "Could not use the socket path: %s", strerror(-err));
+		goto fail;
+	}
+	if (o.name && !(c->name = strdup(o.name))) {
+		err = error_set(-ENOMEM, "out of memory");
+		goto fail;
+	}
+	err = conn_open_socket(c->path, deadline, &c->fd);
+	if (err)
+		goto fail;
+	{
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+			c->daemon_pid = cred.pid;
+	}
+	err = conn_setup_event_fd(c);
+	if (err) {
+		error_set(err, "Could not set up the event fd: %s", strerror(-err));
+		goto fail;
+	}
+	err = conn_hello(c, o.name, deadline);
+	if (err)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	client_free(c);
+	return err;
+}
+
+ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name,
+				   rocmmem_timeout_ms timeout_ms, rocmmem_client **out)
+{
+	struct rocmmem_connect_options o = {.struct_size = sizeof(o),
+					    .socket_path = socket_path,
+					    .name = name,
+					    .timeout_ms = timeout_ms};
+
+	return rocmmem_connect_with(&o, out);
+}
+
 ROCMMEM_EXPORT const char *rocmmem_client_daemon_version(const rocmmem_client *c)
 {
 	return c->daemon_version;
@@ -139,7 +183,7 @@ ROCMMEM_EXPORT const char *rocmmem_client_backend(const rocmmem_client *c)
 	return c->backend;
 }
 
-ROCMMEM_EXPORT unsigned rocmmem_client_device_count(const rocmmem_client *c)
+ROCMMEM_EXPORT rocmmem_device_index rocmmem_client_device_count(const rocmmem_client *c)
 {
 	return c->device_count;
 }
@@ -159,6 +203,8 @@ ROCMMEM_EXPORT enum rocmmem_connection_state rocmmem_client_state(rocmmem_client
 ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *c, rocmmem_event_fn fn,
 					      void *userdata)
 {
+	if (!c)
+		return error_set(-EINVAL, "rocmmem_set_event_callback needs a client");
 	pthread_mutex_lock(&c->lock);
 	c->event_fn = fn;
 	c->event_userdata = userdata;
@@ -180,6 +226,7 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 	int handled, reads = 0;
 
 	pthread_mutex_lock(&c->lock);
+	c->busy++;
 	if (c->reconnecting) {
 		uint64_t expirations;
 
@@ -197,12 +244,14 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 	handled = conn_deliver(c);
 	if (c->broken && !c->disconnect_delivered && !c->delivering) {
 		c->disconnect_delivered = true;
+		c->delivering = true; /* its callback runs: the client is in use */
 		deliver_disconnect = true;
 		snprintf(reason, sizeof(reason), "%s", c->broken_msg);
 	}
 	fn = c->event_fn;
 	userdata = c->event_userdata;
 	broken = c->broken;
+	c->busy--;
 	pthread_mutex_unlock(&c->lock);
 
 	if (deliver_disconnect) {
@@ -211,6 +260,10 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 		if (fn)
 			fn(c, &ev, userdata);
 		handled++;
+		pthread_mutex_lock(&c->lock);
+		c->delivering = false;
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
 	}
 	if (handled == 0 && broken)
 		return error_set(-ECONNRESET, "the connection to rocmmemd ended");

@@ -29,7 +29,9 @@ void reconnect_init(rocmmem_client *c, uint32_t flags, int64_t window_ms)
 	struct timespec ts;
 
 	c->flags = flags;
-	c->window_ms = window_ms == 0 ? CONN_RECONNECT_WINDOW_MS : window_ms < 0 ? -1 : window_ms;
+	c->window_ms = window_ms == 0				      ? CONN_RECONNECT_WINDOW_MS
+		       : window_ms < 0 || window_ms > CONN_FOREVER_MS ? -1
+								      : window_ms;
 	/* ROCMMEM_RECONNECT=0 turns it off; a number of seconds sets the window (unless the
 	 * program chose one). */
 	if (env && env[0]) {

@@ -21,7 +21,7 @@ struct snap_model {
 struct snap_lease {
 	const struct rocmmem_lease *l; /* identity only: never dereferenced once unlocked */
 	uint64_t id;
-	unsigned device;
+	rocmmem_device_index device;
 	uint64_t size;
 	enum rocmmem_handle_kind kind;
 	uint64_t model_id; /* the host's */
@@ -41,7 +41,7 @@ struct attempt {
 	uint64_t next_id;
 	struct inmsg *events, **events_tail; /* events that came meanwhile, in order */
 	char *daemon_version, *backend;
-	unsigned device_count;
+	rocmmem_device_index device_count;
 	pid_t daemon_pid;
 	struct snap_model *models;
 	size_t nmodels;

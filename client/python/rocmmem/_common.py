@@ -7,7 +7,6 @@ import threading
 
 log = logging.getLogger("rocmmem")
 
-_INT_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 
 # KeyboardInterrupt or SystemExit raised inside a callback cannot cross C: it is kept here and

@@ -22,7 +22,7 @@ import weakref
 
 from . import _convert
 from . import _native as N
-from ._common import _INT_MAX, _encode, _pending, _timeout_ms, log
+from ._common import _encode, _pending, _timeout_ms, log
 from ._events import _Events, _trampoline
 from ._lease import Lease
 from ._model import Eviction, Model
@@ -356,10 +356,9 @@ class Client(_Events):
         root) to unload it now and waits until it has. Returns an Eviction (bytes_freed,
         revoked). Raises Busy (in use, or already being evicted), PermissionDenied,
         NotFound."""
-        freed = ctypes.c_uint64()
-        rc = self._call("rocmmem_model_evict", _model_id(model), ctypes.byref(freed), soft=0,
-                        has_soft=True)
-        return Eviction(freed.value, rc == 1)
+        result = N.EvictResult()
+        self._call("rocmmem_model_evict", _model_id(model), ctypes.byref(result), has_soft=True)
+        return Eviction(result.bytes_freed, bool(result.revoked))
 
     def pin_model(self, model, pinned=True):
         """Pins (never evicted to make room) or unpins a model: this client's own, or any as
@@ -399,7 +398,8 @@ class Client(_Events):
         """Has the daemon return what its GPU runtime caches to the driver (device None: all
         devices). Returns the bytes released (0 for a fail-safe client without a daemon)."""
         released = ctypes.c_uint64()
-        if self._call("rocmmem_trim", -1 if device is None else device, ctypes.byref(released),
+        if self._call("rocmmem_trim", N.ALL_DEVICES if device is None else device,
+                      ctypes.byref(released),
                       soft=-1, has_soft=True) == -1:
             return 0
         return released.value
@@ -428,8 +428,10 @@ class Client(_Events):
         ms = round(float(interval) * 1000) if samples else 0
         if samples and not N.SAMPLE_INTERVAL_MIN_MS <= ms <= N.SAMPLE_INTERVAL_MAX_MS:
             raise ValueError(f"the sample interval is 0.01 to 60 seconds, not {interval!r}")
-        rc = self._call("rocmmem_subscribe", what, ms, soft=-1, has_soft=True)
-        return None if rc == -1 else rc / 1000.0
+        got = ctypes.c_uint32()
+        rc = self._call("rocmmem_subscribe", what, ms, ctypes.byref(got), soft=-1,
+                        has_soft=True)
+        return None if rc == -1 else got.value / 1000.0
 
     def unsubscribe(self):
         """Ends the subscription; nothing received but undelivered is delivered afterwards."""
@@ -512,19 +514,16 @@ def connect(socket=None, name=None, timeout=5.0, fail_safe=False, reconnect=True
     path = None if socket is None else os.fsencode(socket)
     cname = _encode(name, "name")
     ms = _timeout_ms(timeout)
-    ms = -1 if ms < 0 else min(ms, _INT_MAX)
     handle = ctypes.c_void_p()
     flags = (0 if reconnect else N.CONNECT_NO_RECONNECT) | (N.CONNECT_NO_WAIT if fail_safe
                                                             else 0)
     window = 0 if reconnect_window is None else _timeout_ms(reconnect_window, "reconnect_window")
     if reconnect_window is not None and window == 0:
         raise ValueError("reconnect_window must be more than 0 seconds (or reconnect=False)")
-    window = -1 if window < 0 else min(window, _INT_MAX)
     # Fail-safe: one quick try first, so that a host without a daemon starts at once.
     tries = [0, ms] if fail_safe and ms != 0 else [ms]
     for i, wait in enumerate(tries):
-        opts = N.ConnectOptions(size=ctypes.sizeof(N.ConnectOptions), socket_path=path,
-                                name=cname, timeout_ms=wait, flags=flags,
+        opts = N.ConnectOptions(socket_path=path, name=cname, timeout_ms=wait, flags=flags,
                                 reconnect_window_ms=window)
         rc = lib.rocmmem_connect_with(ctypes.byref(opts), ctypes.byref(handle))
         if rc == 0:
