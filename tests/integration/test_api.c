@@ -158,7 +158,7 @@ struct owner {
 	bool ack;
 	int acked;
 	rocmmem_timeout_ms deadline_ms; /* of the latest evict request */
-	volatile bool stop;
+	bool stop;			/* atomic */
 	pthread_t thread;
 };
 
@@ -170,14 +170,15 @@ static void owner_event(rocmmem_client *c, const struct rocmmem_event *ev, void 
 	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST)
 		o->deadline_ms = ev->deadline_ms;
 	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST && o->ack)
-		o->acked = rocmmem_model_evict_ack(c, ev->model_id) == 0 ? 1 : -1;
+		__atomic_store_n(&o->acked, rocmmem_model_evict_ack(c, ev->model_id) == 0 ? 1 : -1,
+				 __ATOMIC_SEQ_CST);
 }
 
 static void *owner_loop(void *arg)
 {
 	struct owner *o = arg;
 
-	while (!o->stop) {
+	while (!__atomic_load_n(&o->stop, __ATOMIC_SEQ_CST)) {
 		rocmmem_dispatch(o->c);
 		sleep_ms(5);
 	}
@@ -197,9 +198,22 @@ static void owner_start(struct owner *o, const char *name, bool ack)
 	assert_int_equal(pthread_create(&o->thread, NULL, owner_loop, o), 0);
 }
 
+/* acked waits for the owner's ack to return: the daemon may answer the eviction first. */
+static int acked(struct owner *o)
+{
+	for (long waited = 0; waited < HARNESS_WAIT_MS; waited += 5) {
+		int v = __atomic_load_n(&o->acked, __ATOMIC_SEQ_CST);
+
+		if (v)
+			return v;
+		sleep_ms(5);
+	}
+	return 0;
+}
+
 static void owner_stop(struct owner *o)
 {
-	o->stop = true;
+	__atomic_store_n(&o->stop, true, __ATOMIC_SEQ_CST);
 	assert_int_equal(pthread_join(o->thread, NULL), 0);
 	assert_int_equal(rocmmem_disconnect(o->c), 0);
 }
@@ -211,16 +225,18 @@ static void test_model_evict_result(void **state)
 		uint64_t future;
 	} newer = {.r = {.struct_size = sizeof(newer)}, .future = 0xdead};
 	struct rocmmem_evict_result res = ROCMMEM_EVICT_RESULT_INIT, small = {.struct_size = 8};
-	struct owner acking = {0}, deaf = {0};
+	/* Static: an owner's thread must never outlive its struct, even when an assertion here
+	 * ends the case early. */
+	static struct owner acking, deaf;
 
 	(void)state;
 	owner_start(&acking, "api-acks", true);
 	/* A result too small is refused before the daemon is asked: the model stays. */
 	assert_int_equal(rocmmem_model_evict(acking.c, acking.model, &small), -EINVAL);
-	assert_int_equal(acking.acked, 0);
+	assert_int_equal(__atomic_load_n(&acking.acked, __ATOMIC_SEQ_CST), 0);
 	/* The owner unloads in time: 0, not revoked, its bytes back. */
 	assert_int_equal(rocmmem_model_evict(acking.c, acking.model, &res), 0);
-	assert_int_equal(acking.acked, 1);
+	assert_int_equal(acked(&acking), 1);
 	/* The owner's time to unload, a rocmmem_timeout_ms: the daemon's --evict-deadline. */
 	assert_int_equal(acking.deadline_ms, 1000);
 	assert_int_equal(res.revoked, 0);
