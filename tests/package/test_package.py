@@ -34,7 +34,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "exporter"))
 import test_service  # noqa: E402  (the services as their units run them, and Prometheus)
 
-PACKAGES = ("librocmmem0", "librocmmem-dev", "rocmmemd", "rocmmemctl", "rocmmem-exporter")
+PACKAGES = ("librocmmem1", "librocmmem-dev", "rocmmemd", "rocmmemctl", "rocmmem-exporter")
 TOOLS = ("dpkg-buildpackage", "lintian", "apt-get", "git")
 
 
@@ -135,8 +135,8 @@ class Package(unittest.TestCase):
 
     def test_split(self):
         """what goes where: the library and its plugin, -dev files, daemon and units."""
-        lib = self.contents("librocmmem0")
-        self.assertTrue(any(p.endswith("/librocmmem.so.0") for p in lib), lib)
+        lib = self.contents("librocmmem1")
+        self.assertTrue(any(p.endswith("/librocmmem.so.1") for p in lib), lib)
         self.assertTrue(any(p.endswith("/rocmmem/librocmmem_torch.so") for p in lib), lib)
         dev = self.contents("librocmmem-dev")
         for want in ("/usr/include/rocmmem.h", "/librocmmem.so", "/librocmmem.a",
@@ -227,7 +227,7 @@ class Package(unittest.TestCase):
                               "consumer.c")
         run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Werror", source, "-o", exe,
              *run(["pkg-config", "--libs", "rocmmem"]).stdout.split()])
-        self.assertIn("librocmmem.so.0 => /", run(["ldd", exe]).stdout)
+        self.assertIn("librocmmem.so.1 => /", run(["ldd", exe]).stdout)
 
     def scrape_packaged(self):
         """The packaged daemon writes its textfile and the packaged exporter is scraped by a

@@ -613,7 +613,8 @@ static void *hot_loop(void *arg)
 
 static void test_throughput(void **state)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 2 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 2 * MiB, .timeout_ms = 0};
 	static struct worker workers[THREADS];
 	struct rocmmem_torch_stats s0, s;
 	double t0, hot, trip;
@@ -741,7 +742,8 @@ static void *alloc_as(void *arg)
 
 static void test_model_leases(void **state)
 {
-	struct rocmmem_model_desc desc = {.device = 0, .name = "unet", .size = 0};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .device = 0, .name = "unet", .size = 0};
 	struct model_thread other = {.model = 0};
 	uint64_t model = 0, model_b = 0, tagged = 0, untagged = 0;
 	rocmmem_client *c = NULL, *watcher;
@@ -833,7 +835,8 @@ static void *release_later(void *arg)
 
 static void test_oom_explained(void **state)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 200 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 200 * MiB, .timeout_ms = 0};
 	struct rocmmem_torch_stats s, s0 = stats();
 	rocmmem_lease *hold = NULL;
 	struct daemon_proc d;
@@ -886,7 +889,8 @@ static void test_oom_explained(void **state)
 /* Near the budget, the allocator's own empty lease goes back before it asks for more. */
 static void test_own_empty_lease_yields(void **state)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 100 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 100 * MiB, .timeout_ms = 0};
 	rocmmem_lease *hold = NULL;
 	struct daemon_proc d;
 	rocmmem_client *other;
