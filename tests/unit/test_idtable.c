@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "idtable.h"
+#include "base/idtable.h"
 
 static int items[8];
 

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "metrics.h"
-#include "server.h"
+#include "service/metrics.h"
+#include "net/server.h"
 
 static const struct backend_ops fake_ops = {.name = "hip"};
 static struct backend fake_backend = {.ops = &fake_ops};

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "options.h"
+#include "app/options.h"
 #include "version.h"
 
 #define GiB ((uint64_t)1 << 30)

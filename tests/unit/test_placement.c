@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "placement.h"
+#include "policy/placement.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define TRANSFORMER 1

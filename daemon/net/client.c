@@ -1,0 +1,687 @@
+/* SPDX-License-Identifier: MIT */
+/* client.c: one connection: receive, decode, validate, dispatch, reply, and teardown. */
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "service/adopt.h"
+#include "policy/arbiter.h"
+#include "service/events.h"
+#include "feed.h"
+#include "base/log.h"
+#include "service/metrics.h"
+#include "policy/quota.h"
+#include "policy/residency.h"
+#include "server.h"
+#include "size.h"
+#include "text.h"
+#include "validate.h"
+#include "wire.h"
+
+/* A packet that could not be sent at once, waiting for the socket to drain. */
+struct outmsg {
+	TAILQ_ENTRY(outmsg) link;
+	size_t len;
+	size_t footprint; /* what it costs the daemon, counted against the queue cap */
+	unsigned nfds;
+	int *fds;      /* nfds duplicated fds, right after the struct */
+	uint8_t *data; /* len bytes, after the fds */
+};
+
+/* Packets handled per wake-up before other clients get their turn. */
+#define CLIENT_BURST 32
+
+static void on_poll(uv_poll_t *handle, int status, int events);
+
+const char *client_label(const struct client *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "pid %d '%s'", (int)c->pid, c->name[0] ? c->name : "?");
+	return buf;
+}
+
+/* default_name names a client that gave none after its process, as "[comm]". */
+static void default_name(struct client *c)
+{
+	char path[64], comm[32] = "";
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	/* Gone meanwhile: the pid may be another process's by now, and so the name. */
+	if (n <= 0 || access_peer_gone(&c->peer))
+		return;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	if (text_is_clean(comm, sizeof(comm)))
+		snprintf(c->name, sizeof(c->name), "[%s]", comm);
+}
+
+/*
+ * Backpressure: while replies wait to be sent, the client's further requests wait in its
+ * socket. A client that does not read its replies so stalls itself instead of growing the
+ * daemon's queues (and the fds queued grants hold).
+ */
+static bool reading_paused(const struct client *c)
+{
+	return !TAILQ_EMPTY(&c->outq);
+}
+
+static void set_poll_events(struct client *c, int events)
+{
+	if (c->closing || events == c->poll_events)
+		return;
+	c->poll_events = events;
+	uv_poll_start(&c->poll, events, on_poll);
+}
+
+int client_create(struct server *s, int fd, struct peer *peer, struct client **out)
+{
+	struct client *c;
+	int err;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->server = s;
+	c->fd = fd;
+	c->pid = peer->pid;
+	c->uid = peer->uid;
+	c->gid = peer->gid;
+	c->id = s->next_client_id++;
+	c->connected_ms = uv_now(s->loop);
+	TAILQ_INIT(&c->leases);
+	TAILQ_INIT(&c->waiters);
+	TAILQ_INIT(&c->models);
+	TAILQ_INIT(&c->outq);
+	err = quota_attach(&s->quota, c);
+	if (err) {
+		free(c);
+		return err;
+	}
+	err = uv_poll_init(s->loop, &c->poll, fd);
+	if (err) {
+		quota_detach(&s->quota, c);
+		free(c);
+		return err;
+	}
+	/* Ours from here on: the caller's copy is left empty. */
+	c->peer = *peer;
+	peer->groups = NULL;
+	peer->ngroups = 0;
+	peer->pidfd = -1;
+	c->poll.data = c;
+	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
+	TAILQ_INSERT_TAIL(&s->clients, c, link);
+	s->client_count++;
+	handshake_begin(&s->handshake, c);
+	log_debug("connection %" PRIu64 " accepted from pid %d uid %u gid %u (%u more group(s); "
+		  "pidfd: %s)",
+		  c->id, (int)c->pid, (unsigned)c->uid, (unsigned)c->gid, c->peer.ngroups,
+		  access_pidfd_name(c->peer.pidfd_from));
+	*out = c;
+	return 0;
+}
+
+static void on_closed(uv_handle_t *handle)
+{
+	struct client *c = handle->data;
+
+	close(c->fd);
+	c->fd = -1;
+	c->handle_closed = true;
+	if (c->jobs == 0)
+		free(c);
+}
+
+void client_job_start(struct client *c)
+{
+	c->jobs++;
+}
+
+void client_job_end(struct client *c)
+{
+	c->jobs--;
+	if (c->jobs == 0 && c->handle_closed)
+		free(c);
+}
+
+static void free_outq(struct client *c)
+{
+	struct outmsg *m;
+
+	while ((m = TAILQ_FIRST(&c->outq))) {
+		TAILQ_REMOVE(&c->outq, m, link);
+		wire_close_fds(m->fds, m->nfds);
+		free(m);
+	}
+	c->out_bytes = 0;
+}
+
+void client_destroy(struct client *c)
+{
+	struct server *s = c->server;
+	char label[128], bytes[SIZE_FORMAT_MAX];
+	uint32_t leases = c->lease_count;
+	uint64_t leased = c->leased_bytes;
+
+	if (c->closing)
+		return;
+	c->closing = true;
+	TAILQ_REMOVE(&s->clients, c, link);
+	s->client_count--;
+	handshake_end(&s->handshake, c);
+	quota_detach(&s->quota, c);
+	feed_client_gone(&s->feed, c);
+	arbiter_client_gone(&s->arbiter, c);
+	free_outq(c);
+	if (c->greeted) {
+		struct event e = {
+		    .type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_DISCONNECTED,
+		    .client = c,
+		    .bytes = leased};
+
+		if (leases)
+			event_emit(s, &e, LOG_LEVEL_INFO,
+				   "client %s disconnected; reclaimed %s in %u lease(s)",
+				   client_label(c, label, sizeof(label)),
+				   size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
+		else
+			event_emit(s, &e, LOG_LEVEL_DEBUG, "client %s disconnected",
+				   client_label(c, label, sizeof(label)));
+	}
+	/* The process is nothing to the daemon any more: its pidfd goes with the connection. */
+	access_forget(&c->peer);
+	uv_poll_stop(&c->poll);
+	uv_close((uv_handle_t *)&c->poll, on_closed);
+}
+
+void client_kick(struct client *c, const char *why)
+{
+	char label[128];
+
+	if (c->closing || c->kicked)
+		return;
+	log_warn("disconnecting client %s: %s", client_label(c, label, sizeof(label)), why);
+	c->kicked = true;
+	/* The loop sees the shut-down socket as readable and tears the client down there. */
+	shutdown(c->fd, SHUT_RDWR);
+	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
+}
+
+/* send_packet sends buf now, or queues a copy (fds duplicated) behind earlier packets. */
+static int send_packet(struct client *c, const uint8_t *buf, size_t len, const int *fds,
+		       unsigned nfds)
+{
+	struct outmsg *m;
+	size_t footprint;
+	int rc;
+
+	if (c->closing || c->kicked)
+		return -EPIPE;
+	if (TAILQ_EMPTY(&c->outq)) {
+		rc = wire_send(c->fd, buf, len, fds, nfds, MSG_DONTWAIT);
+		if (rc == 0)
+			return 0;
+		if (rc != -EAGAIN) {
+			client_kick(c, "the connection failed");
+			return rc;
+		}
+	}
+	footprint = sizeof(*m) + nfds * sizeof(int) + len;
+	if (c->out_bytes + footprint > c->server->limits.max_queued_out) {
+		quota_hit(c->server, LIMIT_QUEUED, NULL);
+		client_kick(c, "it does not read its replies (queued)");
+		return -ENOBUFS;
+	}
+	m = malloc(footprint);
+	if (!m) {
+		client_kick(c, "out of memory queueing a reply");
+		return -ENOMEM;
+	}
+	m->fds = (int *)(m + 1);
+	m->data = (uint8_t *)(m->fds + nfds);
+	memcpy(m->data, buf, len);
+	m->len = len;
+	m->footprint = footprint;
+	m->nfds = 0;
+	for (unsigned i = 0; i < nfds; i++) {
+		int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+
+		if (fd < 0) {
+			rc = -errno;
+			wire_close_fds(m->fds, m->nfds);
+			free(m);
+			client_kick(c, "could not keep a descriptor for a queued reply");
+			return rc;
+		}
+		m->fds[m->nfds++] = fd;
+	}
+	TAILQ_INSERT_TAIL(&c->outq, m, link);
+	c->out_bytes += footprint;
+	set_poll_events(c, UV_WRITABLE | UV_DISCONNECT);
+	return 1;
+}
+
+static void flush(struct client *c)
+{
+	struct outmsg *m;
+
+	while ((m = TAILQ_FIRST(&c->outq))) {
+		int rc = wire_send(c->fd, m->data, m->len, m->fds, m->nfds, MSG_DONTWAIT);
+
+		if (rc == -EAGAIN)
+			return;
+		if (rc < 0) {
+			client_kick(c, "the connection failed");
+			return;
+		}
+		TAILQ_REMOVE(&c->outq, m, link);
+		c->out_bytes -= m->footprint;
+		wire_close_fds(m->fds, m->nfds);
+		free(m);
+	}
+	if (c->status.stage != STATUS_IDLE)
+		status_continue(c);
+	/* Telemetry it fell behind on goes once replies are out. */
+	if (!reading_paused(c) && c->feed_blocked) {
+		c->feed_blocked = false;
+		feed_client_writable(&c->server->feed, c);
+	}
+	/* Drained (unless the status stream queued more): read the waiting requests again. */
+	if (!reading_paused(c))
+		set_poll_events(c,
+				UV_READABLE | UV_DISCONNECT | (c->feed_blocked ? UV_WRITABLE : 0));
+}
+
+int client_send_droppable(struct client *c, const uint8_t *buf, size_t len)
+{
+	int rc;
+
+	if (c->closing || c->kicked)
+		return -EPIPE;
+	if (!TAILQ_EMPTY(&c->outq)) {
+		c->feed_blocked = true; /* flush() wakes the feed once the replies are out */
+		return -EAGAIN;
+	}
+	rc = wire_send(c->fd, buf, len, NULL, 0, MSG_DONTWAIT);
+	if (rc == -EAGAIN) {
+		c->feed_blocked = true;
+		set_poll_events(c, UV_READABLE | UV_WRITABLE | UV_DISCONNECT);
+		return rc;
+	}
+	if (rc < 0) {
+		client_kick(c, "the connection failed");
+		return rc;
+	}
+	return 0;
+}
+
+static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *msg, const int *fds,
+			       unsigned nfds)
+{
+	ssize_t len = wire_pack(&msg->base, c->server->tx, sizeof(c->server->tx));
+
+	if (len < 0) {
+		log_error("Could not pack a message for client %" PRIu64 ": too large", c->id);
+		return (int)len;
+	}
+	return send_packet(c, c->server->tx, (size_t)len, fds, nfds);
+}
+
+int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, unsigned nfds)
+{
+	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
+
+	/* Reply.error is always present: 0 on success, so that absent never has to mean 0. */
+	reply->has_error = true;
+	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY;
+	msg.reply = reply;
+	return send_server_message(c, &msg, fds, nfds);
+}
+
+void client_reply_ok(struct client *c, uint64_t id)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+
+	reply.has_id = true;
+	reply.id = id;
+	reply.has_error = true;
+	reply.error = 0;
+	client_reply(c, &reply, NULL, 0);
+}
+
+static void reply_errorv(struct client *c, uint64_t id, int err, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+static void reply_errorv(struct client *c, uint64_t id, int err, const char *fmt, va_list ap)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	char text[1024];
+
+	vsnprintf(text, sizeof(text), fmt, ap);
+	reply.has_id = true;
+	reply.id = id;
+	reply.has_error = true;
+	reply.error = err;
+	reply.message = text;
+	client_reply(c, &reply, NULL, 0);
+}
+
+void client_reply_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	reply_errorv(c, id, err, fmt, ap);
+	va_end(ap);
+}
+
+void client_event(struct client *c, Rocmmem__Wire__Event *event)
+{
+	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
+
+	event->has_seq = true;
+	event->seq = ++c->event_seq;
+	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_EVENT;
+	msg.event = event;
+	send_server_message(c, &msg, NULL, 0);
+}
+
+/* protocol_error answers a violation with an error (best effort) and drops the connection. */
+static void protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+{
+	char text[512], label[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	log_warn("protocol error from client %s: %s; disconnecting",
+		 client_label(c, label, sizeof(label)), text);
+	client_reply_error(c, id, err, "%s", text);
+	client_destroy(c);
+}
+
+static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hello *hello)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__HelloReply body = ROCMMEM__WIRE__HELLO_REPLY__INIT;
+	struct server *s = c->server;
+	char label[128], why[256];
+	int err = validate_hello(hello, why, sizeof(why));
+
+	if (err) {
+		protocol_error(c, id, err, "%s", why);
+		return;
+	}
+	if (hello->client_name && hello->client_name[0])
+		snprintf(c->name, sizeof(c->name), "%s", hello->client_name);
+	else
+		default_name(c);
+	c->greeted = true;
+	handshake_end(&s->handshake, c);
+	body.has_protocol_version = true;
+	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
+	body.daemon_version = (char *)ROCMMEM_VERSION_STRING;
+	body.backend = (char *)backend_name(s->arbiter.backend);
+	body.has_device_count = true;
+	body.device_count = s->arbiter.ndevices;
+	body.has_max_frame = true;
+	body.max_frame = s->limits.max_message;
+	body.has_max_daemon_frame = true;
+	body.max_daemon_frame = WIRE_MAX_FRAME;
+	body.has_client_id = true;
+	body.client_id = c->id;
+	reply.has_id = true;
+	reply.id = id;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
+	reply.hello = &body;
+	client_reply(c, &reply, NULL, 0);
+	s->arbiter.counters.connections++;
+	{
+		struct event e = {.type =
+				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
+				  .client = c};
+
+		event_emit(s, &e, LOG_LEVEL_DEBUG,
+			   "client %s connected (uid %u, connection %" PRIu64 ")",
+			   client_label(c, label, sizeof(label)), (unsigned)c->uid, c->id);
+	}
+}
+
+/* dispatch_admin handles the administration requests this daemon implements. */
+static void dispatch_admin(struct client *c, uint64_t id, const Rocmmem__Wire__AdminRequest *req)
+{
+	struct arbiter *a = &c->server->arbiter;
+
+	switch (req->op_case) {
+	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL:
+		residency_admin_evict(
+		    a, c, id, req->evict_model->has_model_id ? req->evict_model->model_id : 0);
+		break;
+	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL:
+		residency_admin_pin(a, c, id, req->pin_model);
+		break;
+	default:
+		client_reply_error(
+		    c, id, -EOPNOTSUPP,
+		    "this administration request is not supported by this rocmmemd %s",
+		    ROCMMEM_VERSION_STRING);
+		break;
+	}
+}
+
+static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
+{
+	struct server *s = c->server;
+	uint64_t id = msg->id;
+	char why[256];
+	int err;
+
+	/* Draining: only what gives memory back is served. */
+	if (s->stopping && !server_stop_allows(msg->body_case)) {
+		client_reply_error(c, id, -ESHUTDOWN,
+				   "the daemon is stopping: it only takes releases now");
+		return;
+	}
+	if (msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO) {
+		protocol_error(c, id, -EPROTO, "hello sent twice");
+		return;
+	}
+	/* What the request says about itself; the handlers check it against the daemon's state. */
+	err = validate_request(msg, s->arbiter.ndevices, why, sizeof(why));
+	if (err) {
+		client_reply_error(c, id, err, "%s", why);
+		return;
+	}
+	switch (msg->body_case) {
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE:
+		arbiter_acquire(&s->arbiter, c, id, msg->lease_acquire);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE:
+		arbiter_release(&s->arbiter, c, id, msg->lease_release->lease_id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS:
+		status_start(c, id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER:
+		residency_register(&s->arbiter, c, id, msg->model_register);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
+		residency_acquire(&s->arbiter, c, id, msg->model_acquire);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE:
+		residency_release(&s->arbiter, c, id,
+				  msg->model_release->has_model_id ? msg->model_release->model_id
+								   : 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE:
+		residency_resize(&s->arbiter, c, id, msg->model_resize);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER:
+		residency_unregister(
+		    &s->arbiter, c, id,
+		    msg->model_unregister->has_model_id ? msg->model_unregister->model_id : 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
+		residency_evict_ack(&s->arbiter, c, id, msg->evict_ack);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
+		dispatch_admin(c, id, msg->admin);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
+		feed_subscribe(&s->feed, c, id, msg->subscribe);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
+		feed_unsubscribe(&s->feed, c, id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
+		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE:
+		adopt_lease_redeclare(&s->arbiter, c, id, msg->lease_redeclare, NULL, 0);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REDECLARE:
+		adopt_model_redeclare(&s->arbiter, c, id, msg->model_redeclare);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_REDECLARE_DONE:
+		adopt_redeclare_done(&s->arbiter, c, id);
+		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_METRICS:
+		metrics_reply(c, id);
+		break;
+	default:
+		client_reply_error(c, id, -EOPNOTSUPP,
+				   "this request is not supported by this rocmmemd %s",
+				   ROCMMEM_VERSION_STRING);
+		break;
+	}
+}
+
+static void handle_packet(struct client *c, size_t len, int *fds, unsigned nfds)
+{
+	Rocmmem__Wire__ClientMessage *msg;
+	uint64_t id;
+
+	msg = rocmmem__wire__client_message__unpack(NULL, len, c->server->rx);
+	if (!msg) {
+		wire_close_fds(fds, nfds);
+		protocol_error(c, 0, -EBADMSG, "could not decode a %zu-byte message", len);
+		return;
+	}
+	id = msg->has_id ? msg->id : 0;
+	if (nfds > 0 && id != 0 && c->greeted &&
+	    msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE) {
+		/* The one request that carries descriptors: memory held across a restart. */
+		adopt_lease_redeclare(&c->server->arbiter, c, id, msg->lease_redeclare, fds, nfds);
+	} else if (nfds > 0) {
+		/* No request takes descriptors: close them so they cannot pile up here. */
+		wire_close_fds(fds, nfds);
+		protocol_error(c, id, -EBADMSG,
+			       "%u file descriptor(s) attached to a request that "
+			       "takes none",
+			       nfds);
+	} else if (id == 0) {
+		protocol_error(c, 0, -EPROTO, "request without an id");
+	} else if (!c->greeted) {
+		if (msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO)
+			handle_hello(c, id, msg->hello);
+		else
+			protocol_error(c, id, -EPROTO, "the first message must be hello");
+	} else {
+		dispatch(c, msg);
+	}
+	rocmmem__wire__client_message__free_unpacked(msg, NULL);
+}
+
+/*
+ * peer_hung_up tells the end of the connection from an empty packet: on SOCK_SEQPACKET both
+ * read as 0 bytes, but only a peer that closed (or shut down) makes the socket report RDHUP.
+ */
+static bool peer_hung_up(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+	return poll(&p, 1, 0) != 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void read_packets(struct client *c)
+{
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds;
+
+	for (int i = 0; i < CLIENT_BURST && !c->closing; i++) {
+		ssize_t n;
+
+		if (c->kicked) {
+			client_destroy(c);
+			return;
+		}
+		if (reading_paused(c))
+			return;
+		n = wire_recv(c->fd, c->server->rx, c->server->limits.max_message, fds, &nfds,
+			      MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return;
+		if (n == 0 && !peer_hung_up(c->fd)) {
+			protocol_error(c, 0, -EPROTO, "empty packet");
+			return;
+		}
+		if (n == 0) {
+			client_destroy(c);
+			return;
+		}
+		if (n == -EMSGSIZE) {
+			quota_hit(c->server, LIMIT_MESSAGE_SIZE, NULL);
+			protocol_error(c, 0, -EMSGSIZE,
+				       "packet larger than %u bytes (message_size)",
+				       c->server->limits.max_message);
+			return;
+		}
+		if (n == -EBADMSG) {
+			protocol_error(c, 0, -EBADMSG, "malformed ancillary data");
+			return;
+		}
+		if (n < 0) {
+			log_debug("connection %" PRIu64 ": receive failed: %s", c->id,
+				  strerror((int)-n));
+			client_destroy(c);
+			return;
+		}
+		handle_packet(c, (size_t)n, fds, nfds);
+	}
+}
+
+static void on_poll(uv_poll_t *handle, int status, int events)
+{
+	struct client *c = handle->data;
+
+	if (c->closing)
+		return;
+	if (status < 0) {
+		log_debug("connection %" PRIu64 ": poll failed: %s", c->id, uv_strerror(status));
+		client_destroy(c);
+		return;
+	}
+	if (events & UV_WRITABLE)
+		flush(c);
+	if (!c->closing && (events & (UV_READABLE | UV_DISCONNECT)))
+		read_packets(c);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* report.h: the daemon's state as wire messages, shared by status replies and telemetry samples. */
+#ifndef ROCMMEMD_REPORT_H
+#define ROCMMEMD_REPORT_H
+
+#include <stdint.h>
+
+#include "rocmmem.pb-c.h"
+#include "platform/telemetry/telemetry.h"
+
+struct server;
+struct device;
+struct client;
+struct model;
+struct counters;
+
+/* One device's message and the storage its nested parts point into. */
+struct report_device {
+	Rocmmem__Wire__DeviceInfo info;
+	Rocmmem__Wire__DeviceTelemetry telemetry;
+	Rocmmem__Wire__DeviceProcess processes[TELEMETRY_MAX_PROCESSES];
+	Rocmmem__Wire__DeviceProcess *process_ptrs[TELEMETRY_MAX_PROCESSES];
+};
+
+/*
+ * The report_* functions fill wire messages from live state at loop time now_ms. Strings
+ * point into that state: pack the message before the loop runs again.
+ */
+void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s);
+void report_device(struct report_device *o, const struct server *s, const struct device *d,
+		   uint64_t now_ms);
+void report_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_t now_ms);
+void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now_ms);
+void report_counters(Rocmmem__Wire__Counters *o, const struct counters *k);
+
+/* report_client_bytes is what a client holds on all devices: leases and model reservations. */
+uint64_t report_client_bytes(const struct client *c);
+
+#endif

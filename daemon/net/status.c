@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/* status.c: the status reply, built part by part as the requester's socket drains. */
+#include "status.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "service/adopt.h"
+#include "client.h"
+#include "service/denials.h"
+#include "policy/quota.h"
+#include "report.h"
+#include "policy/residency.h"
+#include "server.h"
+
+/*
+ * Items per part. The largest item packs to about 150 bytes (a 64-byte name plus varints),
+ * so a part stays well under WIRE_MAX_FRAME.
+ */
+#define STATUS_PART_ITEMS 256
+
+/* Entries of what awaits re-declaration after a restart, in the first part (one per device and
+ * process: more means a crash under a crowd; their bytes are in the devices' totals). */
+#define STATUS_AWAITING_MAX 64
+
+/* Scratch space for one part; the loop is single-threaded and parts are sent at once. */
+static struct {
+	struct report_device devices[BACKEND_MAX_DEVICES];
+	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
+	Rocmmem__Wire__Counters counters;
+	struct denials_wire denials;
+	struct quota_report limits;
+	Rocmmem__Wire__AccessInfo access;
+	struct adopt_awaiting awaiting_src[STATUS_AWAITING_MAX];
+	Rocmmem__Wire__AwaitingRedeclare awaiting[STATUS_AWAITING_MAX];
+	Rocmmem__Wire__AwaitingRedeclare *awaiting_ptrs[STATUS_AWAITING_MAX];
+	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
+	Rocmmem__Wire__LeaseInfo *lease_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ModelInfo models[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ModelInfo *model_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__WaiterInfo queue[STATUS_PART_ITEMS];
+	Rocmmem__Wire__WaiterInfo *queue_ptrs[STATUS_PART_ITEMS];
+} part;
+
+static void fill_lease(Rocmmem__Wire__LeaseInfo *o, const struct lease *l, uint64_t now)
+{
+	rocmmem__wire__lease_info__init(o);
+	o->has_id = true;
+	o->id = l->id;
+	o->has_owner_pid = true;
+	o->owner_pid = (int32_t)l->owner->pid;
+	o->has_device = true;
+	o->device = l->device;
+	o->has_bytes = true;
+	o->bytes = l->size;
+	o->tag = (char *)l->tag;
+	o->has_age_ms = true;
+	o->age_ms = now - l->created_ms;
+	if (l->model) {
+		o->has_model_id = true;
+		o->model_id = l->model->id;
+	}
+}
+
+static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, uint64_t now)
+{
+	rocmmem__wire__waiter_info__init(o);
+	o->has_owner_pid = true;
+	o->owner_pid = (int32_t)w->client->pid;
+	o->has_device = true;
+	o->device = w->device;
+	o->has_bytes = true;
+	o->bytes = residency_need(w);
+	o->has_waited_ms = true;
+	o->waited_ms = now - w->enqueued_ms;
+	o->has_timeout_ms = true;
+	o->timeout_ms = w->timeout_ms;
+	o->tag = (char *)w->tag;
+	if (w->model) {
+		o->has_model_id = true;
+		o->model_id = w->model->id;
+	}
+}
+
+/* fill_awaiting lists what the previous daemon's clients have not re-declared yet. */
+static void fill_awaiting(const struct arbiter *a, Rocmmem__Wire__StatusReply *st)
+{
+	size_t n = adopt_awaiting(a, -1, part.awaiting_src, STATUS_AWAITING_MAX);
+	uint64_t left = adopt_grace_left_ms(a);
+
+	n = n < STATUS_AWAITING_MAX ? n : STATUS_AWAITING_MAX;
+	for (size_t i = 0; i < n; i++) {
+		const struct adopt_awaiting *w = &part.awaiting_src[i];
+		Rocmmem__Wire__AwaitingRedeclare *o = &part.awaiting[i];
+
+		rocmmem__wire__awaiting_redeclare__init(o);
+		o->has_device = o->has_pid = o->has_uid = o->has_leases = true;
+		o->has_lease_bytes = o->has_models = o->has_reserved_bytes = true;
+		o->has_grace_left_ms = true;
+		o->device = w->device;
+		o->pid = w->pid;
+		o->uid = w->uid;
+		o->leases = w->leases;
+		o->lease_bytes = w->lease_bytes;
+		o->models = w->models;
+		o->reserved_bytes = w->reserved_bytes;
+		o->grace_left_ms = left;
+		part.awaiting_ptrs[i] = o;
+	}
+	st->n_awaiting_redeclare = n;
+	st->awaiting_redeclare = part.awaiting_ptrs;
+	for (unsigned i = 0; i < a->ndevices; i++) {
+		part.devices[i].info.has_awaiting_redeclare_bytes = true;
+		part.devices[i].info.awaiting_redeclare_bytes = adopt_awaiting_bytes(a, i);
+	}
+}
+
+/* next_waiter finds the first waiter after the cursor, moving on through the devices. */
+static const struct waiter *next_waiter(struct status_cursor *cur, const struct arbiter *a)
+{
+	while (cur->device < a->ndevices) {
+		const struct waiter *w;
+
+		TAILQ_FOREACH (w, &a->devices[cur->device].queue.head, queue_link) {
+			if (w->seq > cur->after)
+				return w;
+		}
+		cur->device++;
+		cur->after = 0;
+	}
+	return NULL;
+}
+
+/* send_part fills one part from the cursor onwards and sends it. */
+static void send_part(struct client *c, bool first)
+{
+	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
+	Rocmmem__Wire__StatusReply st = ROCMMEM__WIRE__STATUS_REPLY__INIT;
+	Rocmmem__Wire__DaemonInfo daemon;
+	struct status_cursor *cur = &c->status;
+	struct server *s = c->server;
+	struct arbiter *a = &s->arbiter;
+	const struct client *prev = NULL;
+	uint64_t now = uv_now(s->loop);
+	unsigned items = 0;
+
+	if (first) {
+		report_daemon(&daemon, s);
+		st.daemon = &daemon;
+		for (unsigned i = 0; i < a->ndevices; i++) {
+			report_device(&part.devices[i], s, &a->devices[i], now);
+			part.device_ptrs[i] = &part.devices[i].info;
+		}
+		st.n_devices = a->ndevices;
+		st.devices = part.device_ptrs;
+		report_counters(&part.counters, &a->counters);
+		st.counters = &part.counters;
+		denials_fill(&a->denials, &part.denials, &st.n_denials, &st.denials);
+		quota_report(&part.limits, s);
+		st.n_limits = LIMIT_COUNT;
+		st.limits = part.limits.ptrs;
+		rocmmem__wire__access_info__init(&part.access);
+		part.access.has_peers_refused = part.access.has_requests_refused = true;
+		part.access.peers_refused = s->access_tally.peers_refused;
+		part.access.requests_refused = s->access_tally.requests_refused;
+		st.access = &part.access;
+		fill_awaiting(a, &st);
+	}
+	st.clients = part.client_ptrs;
+	st.leases = part.lease_ptrs;
+	st.models = part.model_ptrs;
+	st.queue = part.queue_ptrs;
+	while (items < STATUS_PART_ITEMS && cur->stage != STATUS_IDLE) {
+		if (cur->stage == STATUS_CLIENTS) {
+			/* Within a part the list cannot change, so walk it; across parts, seek. */
+			const struct client *next =
+			    prev ? TAILQ_NEXT(prev, link) : server_next_client(s, cur->after);
+
+			if (!next) {
+				cur->stage = STATUS_LEASES;
+				cur->after = 0;
+				continue;
+			}
+			report_client(&part.clients[st.n_clients], next, now);
+			part.client_ptrs[st.n_clients] = &part.clients[st.n_clients];
+			st.n_clients++;
+			cur->after = next->id;
+			prev = next;
+		} else if (cur->stage == STATUS_LEASES) {
+			const struct lease *l = lease_table_next(&a->leases, cur->after);
+
+			if (!l) {
+				cur->stage = STATUS_MODELS;
+				cur->after = 0;
+				continue;
+			}
+			fill_lease(&part.leases[st.n_leases], l, now);
+			part.lease_ptrs[st.n_leases] = &part.leases[st.n_leases];
+			st.n_leases++;
+			cur->after = l->id;
+		} else if (cur->stage == STATUS_MODELS) {
+			uint64_t id;
+			const struct model *m = idtable_next(&a->models, cur->after, &id);
+
+			if (!m) {
+				cur->stage = STATUS_QUEUE;
+				cur->device = 0;
+				cur->after = 0;
+				continue;
+			}
+			report_model(&part.models[st.n_models], m, now);
+			part.model_ptrs[st.n_models] = &part.models[st.n_models];
+			st.n_models++;
+			cur->after = id;
+		} else {
+			const struct waiter *w = next_waiter(cur, a);
+
+			if (!w) {
+				cur->stage = STATUS_IDLE;
+				break;
+			}
+			fill_waiter(&part.queue[st.n_queue], w, now);
+			part.queue_ptrs[st.n_queue] = &part.queue[st.n_queue];
+			st.n_queue++;
+			cur->after = w->seq;
+		}
+		items++;
+	}
+	reply.has_id = true;
+	reply.id = cur->request_id;
+	reply.has_error = true;
+	reply.error = 0;
+	reply.has_more = true;
+	reply.more = cur->stage != STATUS_IDLE;
+	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_STATUS;
+	reply.status = &st;
+	if (client_reply(c, &reply, NULL, 0) < 0)
+		cur->stage = STATUS_IDLE;
+}
+
+void status_continue(struct client *c)
+{
+	while (c->status.stage != STATUS_IDLE && TAILQ_EMPTY(&c->outq) && !c->closing && !c->kicked)
+		send_part(c, false);
+}
+
+void status_start(struct client *c, uint64_t request_id)
+{
+	if (c->status.stage != STATUS_IDLE) {
+		client_reply_error(c, request_id, -EBUSY,
+				   "a status reply to request %llu is still being sent",
+				   (unsigned long long)c->status.request_id);
+		return;
+	}
+	c->status.stage = STATUS_CLIENTS;
+	c->status.request_id = request_id;
+	c->status.after = 0;
+	c->status.device = 0;
+	send_part(c, true);
+	status_continue(c);
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/* arbiter.h: who gets memory: grants, the wait queues, releases and reclaiming. */
+#ifndef ROCMMEMD_ARBITER_H
+#define ROCMMEMD_ARBITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "platform/backend/backend.h"
+#include "service/denials.h"
+#include "state/device.h"
+#include "state/lease.h"
+#include "rocmmem.pb-c.h"
+
+struct adopt;
+struct event;
+struct client;
+struct server;
+
+struct counters {
+	uint64_t grants;
+	uint64_t denials;
+	uint64_t timeouts;
+	uint64_t releases;
+	uint64_t reclaimed; /* leases reclaimed from clients that went away */
+	uint64_t failures;  /* allocations the backend refused */
+	uint64_t trims;
+	uint64_t bytes_trimmed;
+	uint64_t evictions;   /* evict requests sent */
+	uint64_t revocations; /* models whose owner missed the deadline */
+	uint64_t connections; /* clients that said hello */
+	uint64_t bypasses;    /* requests granted ahead of a head stuck on their holder */
+};
+
+/* Residency settings from the command line (or configuration). */
+struct residency_config {
+	uint64_t evict_deadline_ms;
+	/* Per device: classes never resident together; _all applies to every device. */
+	struct class_exclusion exclusive[BACKEND_MAX_DEVICES];
+	struct class_exclusion exclusive_all;
+};
+
+struct arbiter {
+	struct server *server;
+	uv_loop_t *loop;
+	struct backend *backend;
+	struct device devices[BACKEND_MAX_DEVICES];
+	unsigned ndevices;
+	struct lease_table leases;
+	struct idtable models;
+	uint64_t evict_deadline_ms; /* how long an owner has to unload an evicted model */
+	struct counters counters;
+	struct denials denials; /* the latest refusals, for status */
+	uint64_t next_waiter_seq;
+	uint64_t bypass_stamp; /* marks the clients waiting behind a stuck head (residency.c) */
+	struct adopt *adopt;   /* records for a successor, and what a predecessor left (adopt.c) */
+	bool pumping;
+	bool pump_again;
+};
+
+/*
+ * arbiter_init takes over backend and sets up each device's budget from its config in cfgs
+ * (BACKEND_MAX_DEVICES of them). Returns 0 or -EINVAL (bad budget, or settings for a device
+ * that does not exist; reason logged) / -ENODEV (no devices).
+ */
+int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
+		 const struct budget_config *cfgs, const struct residency_config *res);
+
+/*
+ * arbiter_reconfigure applies new budgets (one config per device, BACKEND_MAX_DEVICES of them)
+ * and residency settings at run time. Every budget is computed and checked first: on -EINVAL
+ * (why says which device and what) nothing changed. No lease is touched: a budget lowered
+ * below what is held only stops new grants until enough is released.
+ */
+int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
+			const struct residency_config *res, char *why, size_t why_len);
+
+/* arbiter_finish destroys the backend; every client must be gone. */
+void arbiter_finish(struct arbiter *a);
+
+/* arbiter_acquire grants, queues or denies a lease request and replies to it in due course. */
+void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
+		     const Rocmmem__Wire__LeaseAcquire *req);
+
+/* arbiter_release releases a lease of c's and replies. */
+void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id);
+
+/* arbiter_client_gone drops c's waiting requests and reclaims its leases, then grants waiters. */
+void arbiter_client_gone(struct arbiter *a, struct client *c);
+
+/*
+ * arbiter_admit grants a request at once when nothing waits ahead and it fits (and no
+ * exclusive class stands in the way), refuses it when its timeout is 0, else queues it until it
+ * can be granted or times out, asking owners of idle models to unload meanwhile. w is a
+ * filled-in template (kind, client, request id, device, size, model, target, timeout, tag).
+ */
+void arbiter_admit(struct arbiter *a, const struct waiter *w);
+
+/* arbiter_cancel_waiter answers a waiting request with an error and forgets it. */
+void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const char *why);
+
+/* arbiter_pump grants waiting requests that fit now and plans evictions for the rest. */
+void arbiter_pump(struct arbiter *a);
+
+/*
+ * arbiter_lease_link makes l (its id, device, size, allocation and tag filled in) one of c's
+ * leases, tagged with model_id when that is c's model on the same device, and counts it; the
+ * device's accounting is the caller's (a grant charged it, an adoption held it).
+ */
+void arbiter_lease_link(struct arbiter *a, struct client *c, struct lease *l, uint64_t model_id);
+
+/* arbiter_lease_event fills e with what an event of type says about lease l (its owner's). */
+void arbiter_lease_event(struct event *e, const struct lease *l,
+			 Rocmmem__Wire__TelemetryEventType type);
+
+/* arbiter_lease_destroy takes a lease from its owner and frees its memory. */
+void arbiter_lease_destroy(struct arbiter *a, struct lease *l);
+
+/*
+ * arbiter_free_allocation hands an allocation back to the backend (off the loop when it
+ * blocks) and uncharges it from device once freed, as for a released lease.
+ */
+void arbiter_free_allocation(struct arbiter *a, unsigned device, const struct backend_alloc *alloc);
+
+/* arbiter_auto_trim trims a device by itself when memory is tight there. */
+void arbiter_auto_trim(struct arbiter *a, struct device *d);
+
+/*
+ * arbiter_trim asks the backend to return cached memory on one device (all_devices false) or
+ * on every device, and replies with the bytes released.
+ */
+void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool all_devices,
+		  unsigned device);
+
+/*
+ * arbiter_device_lost marks a device unusable: its waiting requests fail, new ones are refused.
+ * Leases already granted are released as their owners let go.
+ */
+void arbiter_device_lost(struct arbiter *a, unsigned device, const char *why);
+
+#endif
