@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "service/adopt.h"
-#include "platform/backend/backend.h"
+#include "platform/backend/registry.h"
 #include "config.h"
 #include "base/log.h"
 #include "service/metrics.h"

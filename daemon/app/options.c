@@ -11,7 +11,7 @@
 #include <sys/un.h>
 
 #include "args.h"
-#include "platform/backend/backend.h"
+#include "platform/backend/registry.h"
 #include "service/metrics.h"
 #include "state/model.h"
 #include "size.h"

@@ -27,6 +27,16 @@
 #include "validate.h"
 #include "wire.h"
 
+/* The backends' handle kinds are the wire's numbers: a grant carries them as they are. */
+_Static_assert((int)BACKEND_HANDLE_MEMFD == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD,
+	       "handle kinds");
+_Static_assert((int)BACKEND_HANDLE_VMM_FD == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD,
+	       "handle kinds");
+_Static_assert((int)BACKEND_HANDLE_DMABUF == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF,
+	       "handle kinds");
+_Static_assert((int)BACKEND_HANDLE_IPC == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC,
+	       "handle kinds");
+
 /* A packet that could not be sent at once, waiting for the socket to drain. */
 struct outmsg {
 	TAILQ_ENTRY(outmsg) link;

@@ -9,6 +9,7 @@
 #endif
 
 #include "client.h"
+#include "platform/backend/registry.h"
 #include "server.h"
 #include "version.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "platform/telemetry/telemetry.h"
+#include "platform/telemetry/registry.h"
 
 /* How often devices are read when no subscriber asks for more. */
 #define SAMPLER_DEFAULT_INTERVAL_MS 1000u

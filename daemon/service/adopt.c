@@ -140,10 +140,10 @@ static bool plausible(const struct arbiter *a, const struct statefile_record *r)
 		return false;
 	switch (r->kind) {
 	case STATEFILE_LEASE_MEMFD:
-		return d->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD &&
+		return d->handle_kind == BACKEND_HANDLE_MEMFD &&
 		       r->nchunks == 0;
 	case STATEFILE_LEASE_VMM:
-		return d->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD &&
+		return d->handle_kind == BACKEND_HANDLE_VMM_FD &&
 		       r->nchunks >= 1 && r->nchunks <= BACKEND_MAX_CHUNKS;
 	case STATEFILE_MODEL:
 		return r->nchunks == 0;
@@ -400,7 +400,7 @@ void adopt_lease_granted(struct arbiter *a, struct lease *l)
 	statefile_set_next_lease_id(&ad->file, a->leases.ids.next_id);
 	lease_record(l, &r);
 	switch (l->alloc.handle_kind) {
-	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD:
+	case BACKEND_HANDLE_MEMFD:
 		/* The memfd's identity: what only its holder can show again. */
 		if (l->alloc.nfds != 1 || fstat(l->alloc.fds[0], &st) < 0)
 			return;
@@ -408,7 +408,7 @@ void adopt_lease_granted(struct arbiter *a, struct lease *l)
 		r.ino_dev = (uint64_t)st.st_dev;
 		r.ino = (uint64_t)st.st_ino;
 		break;
-	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD:
+	case BACKEND_HANDLE_VMM_FD:
 		r.kind = STATEFILE_LEASE_VMM;
 		r.nchunks = (uint8_t)l->alloc.nchunks;
 		break;

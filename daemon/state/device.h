@@ -9,7 +9,6 @@
 #include "platform/backend/backend.h"
 #include "model.h"
 #include "queue.h"
-#include "rocmmem.pb-c.h"
 #include "platform/telemetry/telemetry.h"
 
 struct budget_config {
@@ -61,7 +60,7 @@ struct device {
  */
 static inline bool device_keeps_fds(const struct device *d)
 {
-	return d->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD;
+	return d->handle_kind == BACKEND_HANDLE_MEMFD;
 }
 
 /*

@@ -33,7 +33,7 @@
 #include "harness.h"
 #include "hip_api.h"
 #include "platform/telemetry/rsmi_api.h"
-#include "platform/telemetry/telemetry.h"
+#include "platform/telemetry/registry.h"
 
 #define HIP_DIR ROCM_RUNTIME_DIR "/usr/lib/x86_64-linux-gnu"
 #define SMI_DIR ROCM_RUNTIME_DIR "/usr/lib"

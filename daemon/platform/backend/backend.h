@@ -7,8 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
-
 /* The most devices the daemon manages; further devices a runtime reports are ignored. */
 #define BACKEND_MAX_DEVICES 16u
 /*
@@ -19,13 +17,25 @@
 #define BACKEND_MAX_CHUNKS 16u
 #define BACKEND_IPC_HANDLE_SIZE 64u
 
+/*
+ * How a lease's memory reaches its client: the wire's HandleKind numbers (net/ checks that they
+ * stay equal), so that this layer needs no protobuf.
+ */
+enum backend_handle {
+	BACKEND_HANDLE_NONE = 0,
+	BACKEND_HANDLE_MEMFD = 1,  /* host memory: one sealed memfd */
+	BACKEND_HANDLE_VMM_FD = 2, /* GPU VMM physical memory as POSIX fds, one per chunk */
+	BACKEND_HANDLE_DMABUF = 3, /* a dma-buf fd */
+	BACKEND_HANDLE_IPC = 4,	   /* a runtime IPC handle (no fd) plus an offset */
+};
+
 struct backend_device {
 	char name[64];
 	char pci_bus_id[32];	   /* "0000:03:00.0", or "" for host memory */
 	bool integrated;	   /* shares host memory (an APU) */
 	uint64_t total_bytes;	   /* what the device honestly offers */
 	uint64_t granule;	   /* allocation granule, a power of two */
-	uint32_t handle_kind;	   /* ROCMMEM__WIRE__HANDLE_KIND__*: the sharing method in use */
+	uint32_t handle_kind;	   /* enum backend_handle: the sharing method in use */
 	uint64_t default_headroom; /* headroom when neither --budget nor --headroom is given */
 };
 
@@ -103,24 +113,6 @@ struct backend {
 	const struct backend_ops *ops;
 };
 
-/* backend_names lists the accepted --backend values, for help and errors. */
-const char *backend_names(void);
-bool backend_known(const char *name);
-
-/*
- * backend_open opens the backend called name, or for "auto" the first that works in order of
- * preference (hip, cuda, host), logging why each one before it was skipped. Returns 0 or a
- * negative errno.
- */
-int backend_open(const char *name, struct backend **out);
-
-/*
- * backend_host_fallback says why the last backend_open("auto") ended on host memory (each GPU
- * backend's reason, "hip: ...; cuda: ..."), or returns NULL when it did not: a backend named
- * explicitly, host included, is never a fallback. The text is owned by this module.
- */
-const char *backend_host_fallback(void);
-
 /* Tests point this at a directory standing in for /dev (a file "kfd" in it, say). */
 #define BACKEND_DEV_ROOT_ENV "ROCMMEM_DEV_ROOT"
 
@@ -163,6 +155,7 @@ uint64_t backend_host_mem_available(void);
  */
 uint64_t backend_default_headroom(uint64_t total, bool integrated, uint64_t granule);
 
+/* The implementations (host.c, hip.c, cuda.c), which registry.c offers. */
 extern const struct backend_ops backend_host_ops;
 extern const struct backend_ops backend_hip_ops;
 extern const struct backend_ops backend_cuda_ops;

@@ -10,7 +10,6 @@
 #include "backend.h"
 #include "cuda_api.h"
 #include "base/log.h"
-#include "rocmmem.pb-c.h"
 #include "version.h"
 #include "vmm.h"
 
@@ -107,7 +106,7 @@ static int describe_device(struct cuda_backend *c, int ordinal, struct cuda_devi
 	if (err != CUAPI_SUCCESS)
 		goto release_ctx;
 	close(fd);
-	d->info.handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD;
+	d->info.handle_kind = BACKEND_HANDLE_VMM_FD;
 	d->info.granule = granularity > ROCMMEM_GRANULE ? granularity : ROCMMEM_GRANULE;
 	d->info.total_bytes = (uint64_t)total & ~(d->info.granule - 1);
 	d->info.default_headroom =
@@ -309,7 +308,7 @@ static int cuda_adopt(struct backend *b, unsigned index, struct backend_alloc *a
 	struct vmm_runtime rt = cuda_vmm_runtime(&x);
 	cuapi_result_t err;
 
-	if (index >= c->ndevices || a->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD) {
+	if (index >= c->ndevices || a->handle_kind != BACKEND_HANDLE_VMM_FD) {
 		backend_alloc_close_fds(a);
 		snprintf(why, why_len, "device %u does not share VMM memory", index);
 		return -EOPNOTSUPP;

@@ -10,7 +10,6 @@
 #include "backend.h"
 #include "hip_api.h"
 #include "base/log.h"
-#include "rocmmem.pb-c.h"
 #include "version.h"
 #include "vmm.h"
 
@@ -164,9 +163,9 @@ static int choose_sharing(struct hip_backend *h, struct hip_device *d)
 		uint32_t kind;
 		int (*probe)(struct hip_backend *, struct hip_device *, char *, size_t);
 	} ladder[] = {
-	    {"vmm", ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD, probe_vmm},
-	    {"dmabuf", ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF, probe_dmabuf},
-	    {"ipc", ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC, probe_ipc},
+	    {"vmm", BACKEND_HANDLE_VMM_FD, probe_vmm},
+	    {"dmabuf", BACKEND_HANDLE_DMABUF, probe_dmabuf},
+	    {"ipc", BACKEND_HANDLE_IPC, probe_ipc},
 	};
 	const char *forced = backend_sharing_choice();
 	int rc = -ENOTSUP;
@@ -225,8 +224,7 @@ static int describe_device(struct hip_backend *h, int ordinal, struct hip_device
 		return -ENOTSUP;
 	}
 	d->info.granule = ROCMMEM_GRANULE;
-	if (d->info.handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD &&
-	    d->vmm_granularity > d->info.granule)
+	if (d->info.handle_kind == BACKEND_HANDLE_VMM_FD && d->vmm_granularity > d->info.granule)
 		d->info.granule = d->vmm_granularity;
 	d->info.total_bytes = (uint64_t)total & ~(d->info.granule - 1);
 	d->info.default_headroom =
@@ -431,7 +429,7 @@ static int alloc_dmabuf(struct hip_backend *h, const struct hip_device *d, uint6
 		return fail(h, "hipMemGetHandleForAddressRange",
 			    err ? err : HIPAPI_ERROR_INVALID_VALUE, why, len);
 	}
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF;
+	out->handle_kind = BACKEND_HANDLE_DMABUF;
 	out->fds[0] = fd;
 	out->nfds = 1;
 	out->transient_fds = true;
@@ -454,7 +452,7 @@ static int alloc_ipc(struct hip_backend *h, const struct hip_device *d, uint64_t
 		return fail(h, "hipIpcGetMemHandle", err, why, len);
 	}
 	/* One allocation per lease: the importer can reach exactly its own lease. */
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC;
+	out->handle_kind = BACKEND_HANDLE_IPC;
 	out->has_ipc = true;
 	memcpy(out->ipc_handle, handle.reserved, sizeof(out->ipc_handle));
 	out->ipc_offset = 0;
@@ -479,13 +477,13 @@ static int hip_alloc(struct backend *b, unsigned index, uint64_t size, const cha
 	if (err != HIPAPI_SUCCESS)
 		return fail(h, "hipSetDevice", err, why, why_len);
 	switch (d->info.handle_kind) {
-	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD: {
+	case BACKEND_HANDLE_VMM_FD: {
 		struct hip_vmm x = {h, d};
 		struct vmm_runtime rt = hip_vmm_runtime(&x);
 
 		return vmm_alloc(&rt, size, d->info.granule, out, why, why_len);
 	}
-	case ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF:
+	case BACKEND_HANDLE_DMABUF:
 		return alloc_dmabuf(h, d, size, out, why, why_len);
 	default:
 		return alloc_ipc(h, d, size, out, why, why_len);
@@ -498,7 +496,7 @@ static void hip_release(struct backend *b, unsigned index, struct backend_alloc 
 
 	if (index < h->ndevices)
 		h->api.hipSetDevice(h->devices[index].ordinal);
-	if (a->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD) {
+	if (a->handle_kind == BACKEND_HANDLE_VMM_FD) {
 		struct hip_vmm x = {h, index < h->ndevices ? &h->devices[index] : NULL};
 		struct vmm_runtime rt = hip_vmm_runtime(&x);
 
@@ -521,8 +519,8 @@ static int hip_adopt(struct backend *b, unsigned index, struct backend_alloc *a,
 
 	/* Only VMM memory outlives the daemon that allocated it (dma-buf and IPC leases are
 	 * its own hipMalloc allocations). */
-	if (index >= h->ndevices || a->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD ||
-	    h->devices[index].info.handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD) {
+	if (index >= h->ndevices || a->handle_kind != BACKEND_HANDLE_VMM_FD ||
+	    h->devices[index].info.handle_kind != BACKEND_HANDLE_VMM_FD) {
 		backend_alloc_close_fds(a);
 		snprintf(why, why_len, "device %u does not share VMM memory", index);
 		return -EOPNOTSUPP;

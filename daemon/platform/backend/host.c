@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "rocmmem.pb-c.h"
 #include "version.h"
 
 struct host_backend {
@@ -60,7 +59,7 @@ static int host_device_info(const struct backend *b, unsigned index, struct back
 	/* Round down so that a budget taken from it is a whole number of granules. */
 	out->total_bytes = h->mem_available & ~(ROCMMEM_GRANULE - 1);
 	out->granule = ROCMMEM_GRANULE;
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD;
+	out->handle_kind = BACKEND_HANDLE_MEMFD;
 	/* By default lease at most half of what was available: the host needs the rest. */
 	out->default_headroom = (out->total_bytes / 2) & ~(ROCMMEM_GRANULE - 1);
 	return 0;
@@ -92,7 +91,7 @@ static int host_alloc(struct backend *b, unsigned index, uint64_t size, const ch
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
 	memset(out, 0, sizeof(*out));
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD;
+	out->handle_kind = BACKEND_HANDLE_MEMFD;
 	out->nfds = 1;
 	out->fds[0] = fd;
 	out->size = size;
@@ -128,8 +127,7 @@ static int host_adopt(struct backend *b, unsigned index, struct backend_alloc *a
 {
 	(void)b;
 	/* daemon/service/adopt.c has checked the memfd against the record (inode, size, seals). */
-	if (index != 0 || a->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD ||
-	    a->nfds != 1) {
+	if (index != 0 || a->handle_kind != BACKEND_HANDLE_MEMFD || a->nfds != 1) {
 		backend_alloc_close_fds(a);
 		snprintf(why, why_len, "a host lease is one memfd on device 0");
 		return -EINVAL;

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rocmmem.pb-c.h"
-
 struct vmm_chunks {
 	unsigned n;
 	uint64_t handles[BACKEND_MAX_CHUNKS];
@@ -80,7 +78,7 @@ int vmm_alloc(const struct vmm_runtime *rt, uint64_t size, uint64_t granule,
 		}
 		out->fds[out->nfds++] = fd;
 	}
-	out->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD;
+	out->handle_kind = BACKEND_HANDLE_VMM_FD;
 	out->nchunks = v->n;
 	out->transient_fds = true;
 	out->priv = v;
@@ -145,7 +143,7 @@ int vmm_adopt(const struct vmm_runtime *rt, uint64_t granule, struct backend_all
 			goto out;
 		}
 	}
-	a->handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD;
+	a->handle_kind = BACKEND_HANDLE_VMM_FD;
 	a->transient_fds = true;
 	a->priv = v;
 out:
