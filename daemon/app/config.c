@@ -292,19 +292,19 @@ static void print_access(FILE *out, const struct options *eff)
 		setting(out, eff, OPTION_SOCKET_USER, eff->socket_user);
 	else
 		fprintf(out, "; socket_user: %s, the daemon's user (default)\n",
-			access_user_name(geteuid(), v, sizeof(v)));
+			ids_user_name(geteuid(), v, sizeof(v)));
 	if (eff->socket_group)
 		setting(out, eff, OPTION_SOCKET_GROUP, eff->socket_group);
 	else if (!system)
 		fprintf(out, "; socket_group: %s, the daemon's group (default)\n",
-			access_group_name(getegid(), v, sizeof(v)));
-	else if (access_group_id(ACCESS_DEFAULT_GROUP, &gid, v, sizeof(v)) == 0)
+			ids_group_name(getegid(), v, sizeof(v)));
+	else if (ids_group_id(ACCESS_DEFAULT_GROUP, &gid, v, sizeof(v)) == 0)
 		fprintf(out, "; socket_group: " ACCESS_DEFAULT_GROUP " (default)\n");
 	else
 		fprintf(out,
 			"; socket_group: %s, as the group " ACCESS_DEFAULT_GROUP
 			" does not exist (default)\n",
-			access_group_name(getegid(), v, sizeof(v)));
+			ids_group_name(getegid(), v, sizeof(v)));
 	if (eff->set & (1u << OPTION_SOCKET_MODE)) {
 		snprintf(v, sizeof(v), "%04o", eff->socket_mode);
 		setting(out, eff, OPTION_SOCKET_MODE, v);

@@ -300,7 +300,7 @@ static int run(struct settings *settings)
 	feed_finish(&s->feed);
 	sampler_finish(&s->sampler);
 	arbiter_finish(&s->arbiter);
-	quota_finish(&s->quota);
+	idtable_finish(&s->conns);
 	if (uv_loop_close(&loop) != 0) {
 		uv_walk(&loop, log_leftover, NULL);
 		rc = ROCMMEMD_EXIT_FAILURE;

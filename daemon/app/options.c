@@ -382,12 +382,12 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 				   &o->metrics_interval_ms, why, len);
 		break;
 	case OPTION_SOCKET_USER:
-		rc = access_user_id(value, &o->socket_uid, why, len);
+		rc = ids_user_id(value, &o->socket_uid, why, len);
 		if (rc == 0)
 			rc = replace_string(&o->socket_user, value, why, len);
 		break;
 	case OPTION_SOCKET_GROUP:
-		rc = access_group_id(value, &o->socket_gid, why, len);
+		rc = ids_group_id(value, &o->socket_gid, why, len);
 		if (rc == 0)
 			rc = replace_string(&o->socket_group, value, why, len);
 		break;
@@ -395,17 +395,17 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 		rc = parse_mode(value, &o->socket_mode, why, len);
 		break;
 	case OPTION_ALLOWED_USERS:
-		rc = access_parse_users(value, &o->allowed_uids, why, len);
+		rc = ids_parse_users(value, &o->allowed_uids, why, len);
 		if (rc == 0)
 			rc = replace_string(&o->allowed_users, value, why, len);
 		break;
 	case OPTION_ALLOWED_GROUPS:
-		rc = access_parse_groups(value, &o->allowed_gids, why, len);
+		rc = ids_parse_groups(value, &o->allowed_gids, why, len);
 		if (rc == 0)
 			rc = replace_string(&o->allowed_groups, value, why, len);
 		break;
 	case OPTION_ADMIN_GROUP:
-		rc = access_group_id(value, &o->admin_gid, why, len);
+		rc = ids_group_id(value, &o->admin_gid, why, len);
 		if (rc == 0)
 			rc = replace_string(&o->admin_group, value, why, len);
 		break;

@@ -123,7 +123,7 @@ int settings_socket(const struct options *eff, struct socket_access *sa)
 	sa->gid = getegid();
 	if (!system)
 		return 0;
-	if (access_group_id(ACCESS_DEFAULT_GROUP, &sa->gid, why, sizeof(why)) < 0) {
+	if (ids_group_id(ACCESS_DEFAULT_GROUP, &sa->gid, why, sizeof(why)) < 0) {
 		sa->gid = getegid();
 		log_warn("the socket keeps root's group: %s (systemd-sysusers rocmmemd.conf "
 			 "creates it; or set socket_group)",

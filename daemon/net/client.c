@@ -2,6 +2,7 @@
 /* client.c: one connection: receive, decode, validate, dispatch, reply, and teardown. */
 #include "client.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -54,8 +55,7 @@ static void on_poll(uv_poll_t *handle, int status, int events);
 
 const char *client_label(const struct client *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "pid %d '%s'", (int)c->pid, c->name[0] ? c->name : "?");
-	return buf;
+	return holder_label(c->holder, buf, len);
 }
 
 /* default_name names a client that gave none after its process, as "[comm]". */
@@ -65,19 +65,19 @@ static void default_name(struct client *c)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->holder->who.pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	n = read(fd, comm, sizeof(comm) - 1);
 	close(fd);
 	/* Gone meanwhile: the pid may be another process's by now, and so the name. */
-	if (n <= 0 || access_peer_gone(&c->peer))
+	if (n <= 0 || peer_gone(&c->peer))
 		return;
 	comm[n] = '\0';
 	comm[strcspn(comm, "\n")] = '\0';
 	if (text_is_clean(comm, sizeof(comm)))
-		snprintf(c->name, sizeof(c->name), "[%s]", comm);
+		snprintf(c->holder->name, sizeof(c->holder->name), "[%s]", comm);
 }
 
 /*
@@ -101,6 +101,7 @@ static void set_poll_events(struct client *c, int events)
 int client_create(struct server *s, int fd, struct peer *peer, struct client **out)
 {
 	struct client *c;
+	uint64_t id;
 	int err;
 
 	c = calloc(1, sizeof(*c));
@@ -108,30 +109,32 @@ int client_create(struct server *s, int fd, struct peer *peer, struct client **o
 		return -ENOMEM;
 	c->server = s;
 	c->fd = fd;
-	c->pid = peer->pid;
-	c->uid = peer->uid;
-	c->gid = peer->gid;
-	c->id = s->next_client_id++;
-	c->connected_ms = uv_now(s->loop);
-	TAILQ_INIT(&c->leases);
-	TAILQ_INIT(&c->waiters);
-	TAILQ_INIT(&c->models);
 	TAILQ_INIT(&c->outq);
-	err = quota_attach(&s->quota, c);
+	err = state_holder_add(&s->arbiter.state, &peer->who, uv_now(s->loop), &c->holder);
 	if (err) {
 		free(c);
 		return err;
 	}
-	err = uv_poll_init(s->loop, &c->poll, fd);
+	c->id = c->holder->id;
+	/* Found by its holder's id: the same number in both tables, since both only grow. */
+	idtable_skip_to(&s->conns, c->id);
+	err = idtable_add(&s->conns, c, &id);
+	if (err == 0) {
+		assert(id == c->id);
+		err = uv_poll_init(s->loop, &c->poll, fd);
+		if (err)
+			idtable_remove(&s->conns, c->id);
+	}
 	if (err) {
-		quota_detach(&s->quota, c);
+		/* The identity goes back to the caller, who forgets it. */
+		state_holder_leave(&s->arbiter.state, c->holder);
+		identity_take(&peer->who, &c->holder->who);
+		state_holder_free(c->holder);
 		free(c);
 		return err;
 	}
-	/* Ours from here on: the caller's copy is left empty. */
+	/* Its pidfd is the connection's from here on: the caller's copy is left empty. */
 	c->peer = *peer;
-	peer->groups = NULL;
-	peer->ngroups = 0;
 	peer->pidfd = -1;
 	c->poll.data = c;
 	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
@@ -140,8 +143,9 @@ int client_create(struct server *s, int fd, struct peer *peer, struct client **o
 	handshake_begin(&s->handshake, c);
 	log_debug("connection %" PRIu64 " accepted from pid %d uid %u gid %u (%u more group(s); "
 		  "pidfd: %s)",
-		  c->id, (int)c->pid, (unsigned)c->uid, (unsigned)c->gid, c->peer.ngroups,
-		  access_pidfd_name(c->peer.pidfd_from));
+		  c->id, (int)c->holder->who.pid, (unsigned)c->holder->who.uid,
+		  (unsigned)c->holder->who.gid, c->holder->who.ngroups,
+		  peer_pidfd_name(c->peer.pidfd_from));
 	*out = c;
 	return 0;
 }
@@ -153,20 +157,7 @@ static void on_closed(uv_handle_t *handle)
 	close(c->fd);
 	c->fd = -1;
 	c->handle_closed = true;
-	if (c->jobs == 0)
-		free(c);
-}
-
-void client_job_start(struct client *c)
-{
-	c->jobs++;
-}
-
-void client_job_end(struct client *c)
-{
-	c->jobs--;
-	if (c->jobs == 0 && c->handle_closed)
-		free(c);
+	free(c);
 }
 
 static void free_outq(struct client *c)
@@ -184,37 +175,41 @@ static void free_outq(struct client *c)
 void client_destroy(struct client *c)
 {
 	struct server *s = c->server;
+	struct holder *h = c->holder;
 	char label[128], bytes[SIZE_FORMAT_MAX];
-	uint32_t leases = c->lease_count;
-	uint64_t leased = c->leased_bytes;
+	uint32_t leases = h->lease_count;
+	uint64_t leased = h->leased_bytes;
 
 	if (c->closing)
 		return;
 	c->closing = true;
 	TAILQ_REMOVE(&s->clients, c, link);
 	s->client_count--;
+	idtable_remove(&s->conns, c->id);
 	handshake_end(&s->handshake, c);
-	quota_detach(&s->quota, c);
+	state_holder_leave(&s->arbiter.state, h);
 	feed_client_gone(&s->feed, c);
-	arbiter_client_gone(&s->arbiter, c);
+	arbiter_holder_gone(&s->arbiter, h);
 	free_outq(c);
 	if (c->greeted) {
 		struct event e = {
 		    .type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_DISCONNECTED,
-		    .client = c,
+		    .holder = h,
 		    .bytes = leased};
 
 		if (leases)
 			event_emit(s, &e, LOG_LEVEL_INFO,
 				   "client %s disconnected; reclaimed %s in %u lease(s)",
-				   client_label(c, label, sizeof(label)),
+				   holder_label(h, label, sizeof(label)),
 				   size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
 		else
 			event_emit(s, &e, LOG_LEVEL_DEBUG, "client %s disconnected",
-				   client_label(c, label, sizeof(label)));
+				   holder_label(h, label, sizeof(label)));
 	}
+	c->holder = NULL;
+	state_holder_free(h);
 	/* The process is nothing to the daemon any more: its pidfd goes with the connection. */
-	access_forget(&c->peer);
+	peer_forget(&c->peer);
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_closed);
 }
@@ -240,7 +235,7 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 	size_t footprint;
 	int rc;
 
-	if (c->closing || c->kicked)
+	if (!c || c->closing || c->kicked)
 		return -EPIPE;
 	if (TAILQ_EMPTY(&c->outq)) {
 		rc = wire_send(c->fd, buf, len, fds, nfds, MSG_DONTWAIT);
@@ -343,7 +338,11 @@ int client_send_droppable(struct client *c, const uint8_t *buf, size_t len)
 static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *msg, const int *fds,
 			       unsigned nfds)
 {
-	ssize_t len = wire_pack(&msg->base, c->server->tx, sizeof(c->server->tx));
+	ssize_t len;
+
+	if (!c || c->closing || c->kicked)
+		return -EPIPE;
+	len = wire_pack(&msg->base, c->server->tx, sizeof(c->server->tx));
 
 	if (len < 0) {
 		log_error("Could not pack a message for client %" PRIu64 ": too large", c->id);
@@ -404,6 +403,8 @@ void client_event(struct client *c, Rocmmem__Wire__Event *event)
 {
 	Rocmmem__Wire__ServerMessage msg = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
 
+	if (!c)
+		return;
 	event->has_seq = true;
 	event->seq = ++c->event_seq;
 	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_EVENT;
@@ -442,7 +443,7 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 		return;
 	}
 	if (hello->client_name && hello->client_name[0])
-		snprintf(c->name, sizeof(c->name), "%s", hello->client_name);
+		snprintf(c->holder->name, sizeof(c->holder->name), "%s", hello->client_name);
 	else
 		default_name(c);
 	c->greeted = true;
@@ -452,7 +453,7 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	body.daemon_version = (char *)ROCMMEM_VERSION_STRING;
 	body.backend = (char *)backend_name(s->arbiter.backend);
 	body.has_device_count = true;
-	body.device_count = s->arbiter.ndevices;
+	body.device_count = s->arbiter.state.ndevices;
 	body.has_max_frame = true;
 	body.max_frame = s->limits.max_message;
 	body.has_max_daemon_frame = true;
@@ -468,11 +469,11 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	{
 		struct event e = {.type =
 				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
-				  .client = c};
+				  .holder = c->holder};
 
-		event_emit(s, &e, LOG_LEVEL_DEBUG,
-			   "client %s connected (uid %u, connection %" PRIu64 ")",
-			   client_label(c, label, sizeof(label)), (unsigned)c->uid, c->id);
+		event_emit(
+		    s, &e, LOG_LEVEL_DEBUG, "client %s connected (uid %u, connection %" PRIu64 ")",
+		    client_label(c, label, sizeof(label)), (unsigned)c->holder->who.uid, c->id);
 	}
 }
 
@@ -516,7 +517,7 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 		return;
 	}
 	/* What the request says about itself; the handlers check it against the daemon's state. */
-	err = validate_request(msg, s->arbiter.ndevices, why, sizeof(why));
+	err = validate_request(msg, s->arbiter.state.ndevices, why, sizeof(why));
 	if (err) {
 		client_reply_error(c, id, err, "%s", why);
 		return;

@@ -9,13 +9,10 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "policy/access.h"
-#include "platform/backend/backend.h"
 #include "feed.h"
-#include "state/lease.h"
-#include "state/model.h"
-#include "state/queue.h"
+#include "platform/peer.h"
 #include "rocmmem.pb-c.h"
+#include "state/holder.h"
 #include "status.h"
 #include "version.h"
 
@@ -28,44 +25,27 @@ struct client {
 	int fd;
 	uv_poll_t poll;
 	int poll_events;
-	uint64_t id;
-	pid_t pid;
-	uid_t uid;
-	gid_t gid;
-	char name[ROCMMEM_NAME_MAX + 1];
+	uint64_t id;	       /* its holder's id */
+	struct holder *holder; /* what it holds (state/holder.h); NULL once torn down */
 	bool greeted;
 	bool closing; /* torn down; the struct lives until the poll handle's close callback */
 	bool kicked;  /* shut down; torn down when the loop next sees the socket */
-	uint64_t connected_ms;
-	uint32_t lease_count;
-	uint64_t leased_bytes;
-	uint64_t device_bytes[BACKEND_MAX_DEVICES];
-	struct lease_list leases;
-	struct waiter_list waiters;
-	unsigned waiter_count;
-	uint64_t queue_mark; /* arbiter.bypass_stamp: it waits behind a stuck head */
-	struct model_list models;
-	unsigned model_count;
 	struct outmsg_list outq;
 	size_t out_bytes;
 	uint64_t event_seq;
 	struct status_cursor status; /* a status reply being streamed, if any */
 	struct subscription sub;     /* telemetry it subscribed to, if any */
 	bool feed_blocked;  /* telemetry found its socket full: wake the feed when it drains */
-	unsigned jobs;	    /* backend jobs in flight for this client: they keep it allocated */
-	unsigned fd_leases; /* host leases held or being granted: an fd each (quota_fd_admit) */
 	bool handle_closed; /* libuv is done with the poll handle */
 	TAILQ_ENTRY(client) link;
-	struct peer peer;	      /* who connected: groups, pidfd (access.h) */
-	struct uid_account *account;  /* its uid's connections (quota.h) */
-	TAILQ_ENTRY(client) uid_link; /* ... of which it is one */
-	bool in_handshake;	      /* has not said hello yet (handshake.h) */
+	struct peer peer;  /* its pidfd (its identity is the holder's) */
+	bool in_handshake; /* has not said hello yet (handshake.h) */
 	TAILQ_ENTRY(client) handshake_link;
 };
 
 /*
- * client_create takes ownership of a connected fd and of its peer's identity (access_identify;
- * peer is left empty) and starts reading. Returns 0 or -errno (the fd and peer stay the
+ * client_create takes ownership of a connected fd and of its peer (peer_identify; peer is left
+ * empty), makes its holder and starts reading. Returns 0 or -errno (the fd and peer stay the
  * caller's).
  */
 int client_create(struct server *s, int fd, struct peer *peer, struct client **out);
@@ -83,6 +63,9 @@ void client_destroy(struct client *c);
 void client_kick(struct client *c, const char *why);
 
 /*
+ * The replies and events below do nothing for a NULL client (a holder whose connection is
+ * gone).
+ *
  * client_reply sends a reply; fds are duplicated if the packet has to wait, so they stay the
  * caller's. Returns 0 when sent at once, 1 when queued, or a negative errno (client kicked).
  */
@@ -105,15 +88,7 @@ int client_send_droppable(struct client *c, const uint8_t *buf, size_t len);
 /* client_event sends an unsolicited event, numbering it. */
 void client_event(struct client *c, Rocmmem__Wire__Event *event);
 
-/*
- * client_job_start / client_job_end bracket a backend job done on behalf of c: a client torn
- * down meanwhile (c->closing) stays allocated until its last job ends, so the job's
- * completion can see that and undo its work.
- */
-void client_job_start(struct client *c);
-void client_job_end(struct client *c);
-
-/* client_label writes "pid 123 'name'" for messages. Returns buf. */
+/* client_label writes "pid 123 'name'" (its holder's label) for messages. Returns buf. */
 const char *client_label(const struct client *c, char *buf, size_t len);
 
 #endif

@@ -133,7 +133,7 @@ static struct ranked *rank_clients(const struct server *s, size_t *n)
 	TAILQ_FOREACH (c, &s->clients, link) {
 		if (i == s->client_count)
 			break;
-		v[i++] = (struct ranked){report_client_bytes(c), c->id, c};
+		v[i++] = (struct ranked){holder_bytes(c->holder), c->id, c->holder};
 	}
 	qsort(v, i, sizeof(*v), by_bytes);
 	*n = i;
@@ -147,13 +147,13 @@ static struct ranked *rank_models(const struct arbiter *a, size_t *n)
 	uint64_t id;
 	const struct model *m;
 
-	for (unsigned d = 0; d < a->ndevices; d++)
-		count += a->devices[d].nmodels;
+	for (unsigned d = 0; d < a->state.ndevices; d++)
+		count += a->state.devices[d].nmodels;
 	v = calloc(count ? count : 1, sizeof(*v));
 	if (!v)
 		return NULL;
-	for (m = idtable_next(&a->models, 0, &id); m && i < count;
-	     m = idtable_next(&a->models, id, &id))
+	for (m = idtable_next(&a->state.models, 0, &id); m && i < count;
+	     m = idtable_next(&a->state.models, id, &id))
 		v[i++] = (struct ranked){model_resident(m), m->id, m};
 	qsort(v, i, sizeof(*v), by_bytes);
 	*n = i;
@@ -179,8 +179,8 @@ static int pack_sample(struct feed *f, const struct ranked *clients, size_t ncli
 	st.timestamp_ms = event_realtime_ms();
 	st.has_uptime_ms = true;
 	st.uptime_ms = server_uptime_ms(s);
-	for (unsigned i = 0; i < a->ndevices; i++) {
-		const struct device *d = &a->devices[i];
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
+		const struct device *d = &a->state.devices[i];
 		uint64_t wait = device_oldest_wait_ms(d, now);
 
 		report_device(&scratch.devices[i], s, d, now);
@@ -189,10 +189,10 @@ static int pack_sample(struct feed *f, const struct ranked *clients, size_t ncli
 		if (wait > oldest)
 			oldest = wait;
 	}
-	st.n_devices = a->ndevices;
+	st.n_devices = a->state.ndevices;
 	st.devices = scratch.device_ptrs;
 	for (size_t i = 0; i < nclients && i < max_clients; i++) {
-		report_client(&scratch.clients[i], clients[i].item, now);
+		report_holder(&scratch.clients[i], clients[i].item, now);
 		scratch.client_ptrs[i] = &scratch.clients[i];
 		st.n_clients++;
 	}
@@ -423,12 +423,12 @@ void feed_publish(struct feed *f, const struct event *e, const char *detail)
 	ev.type = e->type;
 	ev.has_timestamp_ms = true;
 	ev.timestamp_ms = event_realtime_ms();
-	if (e->client) {
+	if (e->holder) {
 		ev.has_pid = true;
-		ev.pid = (int32_t)e->client->pid;
-		ev.client_name = (char *)e->client->name;
+		ev.pid = (int32_t)e->holder->who.pid;
+		ev.client_name = (char *)e->holder->name;
 		ev.has_client_id = true;
-		ev.client_id = e->client->id;
+		ev.client_id = e->holder->id;
 	}
 	if (e->has_device) {
 		ev.has_device = true;

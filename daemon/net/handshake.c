@@ -23,7 +23,7 @@ static void arm(struct handshake *h)
 		return;
 	}
 	now = uv_now(h->server->loop);
-	due = c->connected_ms + timeout;
+	due = c->holder->connected_ms + timeout;
 	uv_timer_start(&h->timer, on_deadline, due > now ? due - now : 0, 0);
 }
 
@@ -34,11 +34,11 @@ static void on_deadline(uv_timer_t *timer)
 	uint64_t now = uv_now(s->loop), timeout = s->limits.handshake_timeout_ms;
 	struct client *c;
 
-	while ((c = TAILQ_FIRST(&h->waiting)) && c->connected_ms + timeout <= now) {
+	while ((c = TAILQ_FIRST(&h->waiting)) && c->holder->connected_ms + timeout <= now) {
 		quota_hit(s, LIMIT_HANDSHAKE_TIMEOUT,
 			  "closing connection %" PRIu64 " from pid %d uid %u: no hello within "
 			  "%" PRIu64 " ms (handshake_timeout)",
-			  c->id, (int)c->pid, (unsigned)c->uid, timeout);
+			  c->id, (int)c->holder->who.pid, (unsigned)c->holder->who.uid, timeout);
 		client_destroy(c); /* ends its wait: handshake_end */
 	}
 	arm(h);

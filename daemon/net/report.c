@@ -95,7 +95,7 @@ static bool is_client(const struct server *s, int32_t pid)
 	const struct client *c;
 
 	TAILQ_FOREACH (c, &s->clients, link) {
-		if ((int32_t)c->pid == pid)
+		if ((int32_t)c->holder->who.pid == pid)
 			return true;
 	}
 	return false;
@@ -187,25 +187,15 @@ void report_device(struct report_device *out, const struct server *s, const stru
 	o->models_resident = device_models_resident(d);
 }
 
-uint64_t report_client_bytes(const struct client *c)
-{
-	const struct model *m;
-	uint64_t bytes = c->leased_bytes;
-
-	TAILQ_FOREACH (m, &c->models, client_link)
-		bytes += m->reservation;
-	return bytes;
-}
-
-void report_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_t now)
+void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_t now)
 {
 	rocmmem__wire__client_info__init(o);
 	o->has_pid = true;
-	o->pid = (int32_t)c->pid;
+	o->pid = (int32_t)c->who.pid;
 	o->has_uid = true;
-	o->uid = (uint32_t)c->uid;
+	o->uid = (uint32_t)c->who.uid;
 	o->has_gid = true;
-	o->gid = (uint32_t)c->gid;
+	o->gid = (uint32_t)c->who.gid;
 	o->name = (char *)c->name;
 	o->has_leases = true;
 	o->leases = c->lease_count;
@@ -218,11 +208,11 @@ void report_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_
 	o->has_models = true;
 	o->models = c->model_count;
 	o->has_reserved_bytes = true;
-	o->reserved_bytes = report_client_bytes(c) - c->leased_bytes;
+	o->reserved_bytes = holder_bytes(c) - c->leased_bytes;
 	o->has_waiting = true;
 	o->waiting = c->waiter_count;
 	o->has_pidfd = true;
-	o->pidfd = c->peer.pidfd >= 0;
+	o->pidfd = c->who.pidfd;
 }
 
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now)
@@ -234,7 +224,7 @@ void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t n
 	o->has_class_ = true;
 	o->class_ = (Rocmmem__Wire__ModelClass)m->model_class;
 	o->has_owner_pid = true;
-	o->owner_pid = (int32_t)m->owner->pid;
+	o->owner_pid = (int32_t)m->owner->who.pid;
 	o->has_device = true;
 	o->device = m->device;
 	o->has_bytes = true;

@@ -10,7 +10,7 @@
 
 struct server;
 struct device;
-struct client;
+struct holder;
 struct model;
 struct counters;
 
@@ -29,11 +29,8 @@ struct report_device {
 void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s);
 void report_device(struct report_device *o, const struct server *s, const struct device *d,
 		   uint64_t now_ms);
-void report_client(Rocmmem__Wire__ClientInfo *o, const struct client *c, uint64_t now_ms);
+void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *h, uint64_t now_ms);
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now_ms);
 void report_counters(Rocmmem__Wire__Counters *o, const struct counters *k);
-
-/* report_client_bytes is what a client holds on all devices: leases and model reservations. */
-uint64_t report_client_bytes(const struct client *c);
 
 #endif

@@ -33,6 +33,11 @@ uint64_t server_uptime_ms(const struct server *s)
 	return uv_now(s->loop) - s->start_ms;
 }
 
+struct client *server_conn(const struct server *s, uint64_t holder_id)
+{
+	return idtable_find(&s->conns, holder_id);
+}
+
 struct client *server_next_client(const struct server *s, uint64_t after_id)
 {
 	struct client *c;
@@ -229,7 +234,7 @@ static void refuse_connection(struct server *s, int fd, int err, const char *tex
  * when it may stay; otherwise it has been told why (and logged, rate-limited) and must be
  * closed.
  */
-static int admit(struct server *s, int fd, const struct peer *p)
+static int admit(struct server *s, int fd, const struct identity *p)
 {
 	unsigned long long held;
 	char text[256];
@@ -243,7 +248,7 @@ static int admit(struct server *s, int fd, const struct peer *p)
 		refuse_connection(s, fd, -EUSERS, text);
 		return -EUSERS;
 	}
-	if (!access_allowed(&s->access, p)) {
+	if (!access_allowed(&s->access, p, geteuid())) {
 		snprintf(text, sizeof(text),
 			 "uid %u is not allowed to use this rocmmemd: neither it nor any of its "
 			 "groups is among allowed_users and allowed_groups",
@@ -257,7 +262,7 @@ static int admit(struct server *s, int fd, const struct peer *p)
 		refuse_connection(s, fd, -EPERM, text);
 		return -EPERM;
 	}
-	if (quota_connections(&s->quota, p->uid) >= s->limits.max_clients_per_uid) {
+	if (uid_connections(&s->arbiter.state.uids, p->uid) >= s->limits.max_clients_per_uid) {
 		snprintf(text, sizeof(text),
 			 "too many connections of uid %u: the daemon serves at most %u per uid "
 			 "(clients_per_uid)",
@@ -365,22 +370,22 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 			uv_timer_start(&s->accept_pause, on_accept_resume, ACCEPT_PAUSE_MS, 0);
 			return;
 		}
-		err = access_identify(fd, &peer);
+		err = peer_identify(fd, &peer);
 		if (err) {
 			log_warn("Could not tell who connected: %s", strerror(-err));
-			access_forget(&peer);
+			peer_forget(&peer);
 			close(fd);
 			continue;
 		}
-		if (admit(s, fd, &peer) < 0) {
-			access_forget(&peer);
+		if (admit(s, fd, &peer.who) < 0) {
+			peer_forget(&peer);
 			close(fd);
 			continue;
 		}
 		err = client_create(s, fd, &peer, &c);
 		if (err) {
 			log_warn("Could not set up a connection: %s", strerror(-err));
-			access_forget(&peer);
+			peer_forget(&peer);
 			close(fd);
 		}
 	}
@@ -428,13 +433,13 @@ static int give_socket(const struct server *s)
 		int err = -errno;
 
 		log_error("Could not give the socket %s to user %s, group %s: %s", s->path,
-			  access_user_name(sa->uid, user, sizeof(user)),
-			  access_group_name(sa->gid, group, sizeof(group)), strerror(-err));
+			  ids_user_name(sa->uid, user, sizeof(user)),
+			  ids_group_name(sa->gid, group, sizeof(group)), strerror(-err));
 		return err;
 	}
 	log_info("socket %s: user %s, group %s, mode %04o", s->path,
-		 access_user_name(sa->uid, user, sizeof(user)),
-		 access_group_name(sa->gid, group, sizeof(group)), (unsigned)sa->mode);
+		 ids_user_name(sa->uid, user, sizeof(user)),
+		 ids_group_name(sa->gid, group, sizeof(group)), (unsigned)sa->mode);
 	if (sa->mode & 0002)
 		log_warn("the socket's mode %04o lets every local user connect",
 			 (unsigned)sa->mode);
@@ -473,7 +478,7 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 	s->dir_fd = -1;
 	s->reserve_fd = -1;
 	TAILQ_INIT(&s->clients);
-	s->next_client_id = 1;
+	idtable_init(&s->conns);
 	quota_init(&s->quota);
 	if (strlen(path) >= sizeof(s->path))
 		return -ENAMETOOLONG;
@@ -576,15 +581,6 @@ static void stop_listening(struct server *s)
 	s->reserve_fd = -1;
 }
 
-/*
- * holds_memory says whether a client still has something to give back: leases, model
- * reservations, or a backend job that may end in a lease.
- */
-static bool holds_memory(const struct client *c)
-{
-	return c->lease_count > 0 || report_client_bytes(c) > 0 || c->jobs > 0;
-}
-
 static void tell_shutdown(struct client *c, const char *reason)
 {
 	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
@@ -631,7 +627,7 @@ static void on_drain_check(uv_check_t *check)
 
 		next = TAILQ_NEXT(c, link);
 		/* Replies still queued wait too: the answer to its last release is not cut off. */
-		if (holds_memory(c) || c->out_bytes > 0)
+		if (holder_holds_memory(c->holder) || c->out_bytes > 0)
 			continue;
 		log_debug("client %s holds nothing any more: disconnecting it",
 			  client_label(c, label, sizeof(label)));
@@ -652,8 +648,8 @@ static void on_drain_timeout(uv_timer_t *timer)
 		log_warn("client %s did not let go within %" PRIu64 " ms; disconnecting it and "
 			 "reclaiming %s in %u lease(s)",
 			 client_label(c, label, sizeof(label)), s->limits.shutdown_timeout_ms,
-			 size_format(report_client_bytes(c), bytes, sizeof(bytes)),
-			 (unsigned)c->lease_count);
+			 size_format(holder_bytes(c->holder), bytes, sizeof(bytes)),
+			 (unsigned)c->holder->lease_count);
 	}
 	disconnect_all(s);
 	stopped(s);
@@ -682,11 +678,11 @@ void server_stop(struct server *s, const char *reason)
 		struct waiter *w;
 
 		next = TAILQ_NEXT(c, link);
-		if (!holds_memory(c) || s->limits.shutdown_timeout_ms == 0) {
+		if (!holder_holds_memory(c->holder) || s->limits.shutdown_timeout_ms == 0) {
 			client_destroy(c);
 			continue;
 		}
-		while ((w = TAILQ_FIRST(&c->waiters)))
+		while ((w = TAILQ_FIRST(&c->holder->waiters)))
 			arbiter_cancel_waiter(&s->arbiter, w, -ESHUTDOWN, "the daemon is stopping");
 		kept++;
 	}

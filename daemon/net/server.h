@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <uv.h>
 
+#include "base/idtable.h"
 #include "policy/access.h"
 #include "policy/arbiter.h"
 #include "feed.h"
@@ -60,7 +61,7 @@ struct server {
 	char lock_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
 	struct client_list clients;
 	unsigned client_count;
-	uint64_t next_client_id;
+	struct idtable conns; /* the connections by their holders' ids */
 	struct arbiter arbiter;
 	struct sampler sampler;
 	struct feed feed;
@@ -68,7 +69,7 @@ struct server {
 	struct socket_access socket_access;
 	struct access_policy access;	  /* who may connect, who administers */
 	struct access_tally access_tally; /* what the policy refused */
-	struct quota quota;		  /* per-uid accounts, limits hit */
+	struct quota quota;		  /* limits hit, descriptors */
 	struct handshake handshake;	  /* connections yet to say hello */
 	uint64_t start_ms;
 	bool stopping; /* set by server_stop: draining, then gone */
@@ -124,7 +125,10 @@ bool server_stop_allows(Rocmmem__Wire__ClientMessage__BodyCase kind);
 /* server_uptime_ms returns milliseconds since server_listen. */
 uint64_t server_uptime_ms(const struct server *s);
 
-/* server_find_client returns the connected client with the smallest id above after_id. */
+/* server_next_client returns the connected client with the smallest id above after_id. */
 struct client *server_next_client(const struct server *s, uint64_t after_id);
+
+/* server_conn returns the connection of the holder with this id, or NULL. */
+struct client *server_conn(const struct server *s, uint64_t holder_id);
 
 #endif

@@ -51,7 +51,7 @@ static void fill_lease(Rocmmem__Wire__LeaseInfo *o, const struct lease *l, uint6
 	o->has_id = true;
 	o->id = l->id;
 	o->has_owner_pid = true;
-	o->owner_pid = (int32_t)l->owner->pid;
+	o->owner_pid = (int32_t)l->owner->who.pid;
 	o->has_device = true;
 	o->device = l->device;
 	o->has_bytes = true;
@@ -69,7 +69,7 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 {
 	rocmmem__wire__waiter_info__init(o);
 	o->has_owner_pid = true;
-	o->owner_pid = (int32_t)w->client->pid;
+	o->owner_pid = (int32_t)w->holder->who.pid;
 	o->has_device = true;
 	o->device = w->device;
 	o->has_bytes = true;
@@ -112,7 +112,7 @@ static void fill_awaiting(const struct arbiter *a, Rocmmem__Wire__StatusReply *s
 	}
 	st->n_awaiting_redeclare = n;
 	st->awaiting_redeclare = part.awaiting_ptrs;
-	for (unsigned i = 0; i < a->ndevices; i++) {
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
 		part.devices[i].info.has_awaiting_redeclare_bytes = true;
 		part.devices[i].info.awaiting_redeclare_bytes = adopt_awaiting_bytes(a, i);
 	}
@@ -121,10 +121,10 @@ static void fill_awaiting(const struct arbiter *a, Rocmmem__Wire__StatusReply *s
 /* next_waiter finds the first waiter after the cursor, moving on through the devices. */
 static const struct waiter *next_waiter(struct status_cursor *cur, const struct arbiter *a)
 {
-	while (cur->device < a->ndevices) {
+	while (cur->device < a->state.ndevices) {
 		const struct waiter *w;
 
-		TAILQ_FOREACH (w, &a->devices[cur->device].queue.head, queue_link) {
+		TAILQ_FOREACH (w, &a->state.devices[cur->device].queue.head, queue_link) {
 			if (w->seq > cur->after)
 				return w;
 		}
@@ -150,11 +150,11 @@ static void send_part(struct client *c, bool first)
 	if (first) {
 		report_daemon(&daemon, s);
 		st.daemon = &daemon;
-		for (unsigned i = 0; i < a->ndevices; i++) {
-			report_device(&part.devices[i], s, &a->devices[i], now);
+		for (unsigned i = 0; i < a->state.ndevices; i++) {
+			report_device(&part.devices[i], s, &a->state.devices[i], now);
 			part.device_ptrs[i] = &part.devices[i].info;
 		}
-		st.n_devices = a->ndevices;
+		st.n_devices = a->state.ndevices;
 		st.devices = part.device_ptrs;
 		report_counters(&part.counters, &a->counters);
 		st.counters = &part.counters;
@@ -184,13 +184,13 @@ static void send_part(struct client *c, bool first)
 				cur->after = 0;
 				continue;
 			}
-			report_client(&part.clients[st.n_clients], next, now);
+			report_holder(&part.clients[st.n_clients], next->holder, now);
 			part.client_ptrs[st.n_clients] = &part.clients[st.n_clients];
 			st.n_clients++;
 			cur->after = next->id;
 			prev = next;
 		} else if (cur->stage == STATUS_LEASES) {
-			const struct lease *l = lease_table_next(&a->leases, cur->after);
+			const struct lease *l = lease_table_next(&a->state.leases, cur->after);
 
 			if (!l) {
 				cur->stage = STATUS_MODELS;
@@ -203,7 +203,7 @@ static void send_part(struct client *c, bool first)
 			cur->after = l->id;
 		} else if (cur->stage == STATUS_MODELS) {
 			uint64_t id;
-			const struct model *m = idtable_next(&a->models, cur->after, &id);
+			const struct model *m = idtable_next(&a->state.models, cur->after, &id);
 
 			if (!m) {
 				cur->stage = STATUS_QUEUE;

@@ -30,7 +30,7 @@ static void sample_done(struct job *job)
 {
 	struct sample_job *sj = (struct sample_job *)job;
 	struct sampler *s = sj->sampler;
-	struct device *d = &s->arbiter->devices[job->device];
+	struct device *d = &s->arbiter->state.devices[job->device];
 
 	s->in_flight--;
 	if (job->err == 0) {
@@ -50,10 +50,10 @@ static void sample_all(struct sampler *s)
 
 	if (s->in_flight > 0 || !a->backend->ops->meminfo)
 		return;
-	for (unsigned i = 0; i < a->ndevices; i++) {
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
 		struct sample_job *sj;
 
-		if (a->devices[i].lost)
+		if (a->state.devices[i].lost)
 			continue;
 		sj = calloc(1, sizeof(*sj));
 		if (!sj)
@@ -87,8 +87,8 @@ static void telemetry_done(uv_work_t *work, int status)
 	struct sampler *s = tj->sampler;
 	struct arbiter *a = s->arbiter;
 
-	for (unsigned i = 0; status == 0 && i < tj->ndevices && i < a->ndevices; i++) {
-		struct device *d = &a->devices[i];
+	for (unsigned i = 0; status == 0 && i < tj->ndevices && i < a->state.ndevices; i++) {
+		struct device *d = &a->state.devices[i];
 
 		d->has_telemetry = tj->err[i] == 0;
 		if (d->has_telemetry) {
@@ -112,9 +112,9 @@ static void sample_telemetry(struct sampler *s)
 		return;
 	tj->sampler = s;
 	tj->work.data = tj;
-	tj->ndevices = a->ndevices;
-	for (unsigned i = 0; i < a->ndevices; i++)
-		snprintf(tj->pci[i], sizeof(tj->pci[i]), "%s", a->devices[i].pci_bus_id);
+	tj->ndevices = a->state.ndevices;
+	for (unsigned i = 0; i < a->state.ndevices; i++)
+		snprintf(tj->pci[i], sizeof(tj->pci[i]), "%s", a->state.devices[i].pci_bus_id);
 	if (uv_queue_work(s->loop, &tj->work, read_telemetry, telemetry_done) < 0) {
 		free(tj);
 		return;

@@ -82,8 +82,8 @@ static void take_snapshot(struct snapshot *snap)
 
 	memset(snap, 0, sizeof(*snap));
 	snap->clients = svc.server->client_count;
-	for (unsigned i = 0; i < a->ndevices; i++) {
-		const struct device *d = &a->devices[i];
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
+		const struct device *d = &a->state.devices[i];
 
 		snap->leases += d->leases;
 		snap->leased += d->leased;

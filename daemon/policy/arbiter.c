@@ -43,8 +43,7 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 	a->loop = loop;
 	a->backend = backend;
 	a->evict_deadline_ms = res->evict_deadline_ms;
-	lease_table_init(&a->leases);
-	idtable_init(&a->models);
+	state_init(&a->state);
 	if (n == 0) {
 		log_error("The %s backend reports no devices", backend_name(backend));
 		return -ENODEV;
@@ -68,14 +67,14 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			log_error("Device %u (%s): %s", i, info.name, why);
 			return err;
 		}
-		device_init(&a->devices[i], i, &info, budget);
-		a->devices[i].exclusive = res->exclusive_all;
-		class_exclusion_merge(&a->devices[i].exclusive, &res->exclusive[i]);
+		device_init(&a->state.devices[i], i, &info, budget);
+		a->state.devices[i].exclusive = res->exclusive_all;
+		class_exclusion_merge(&a->state.devices[i].exclusive, &res->exclusive[i]);
 		log_info("device %u: %s, %s total, budget %s, headroom %s", i, info.name,
 			 size_format(info.total_bytes, t, sizeof(t)),
 			 size_format(budget, b, sizeof(b)),
-			 size_format(a->devices[i].headroom, h, sizeof(h)));
-		log_rules(&a->devices[i]);
+			 size_format(a->state.devices[i].headroom, h, sizeof(h)));
+		log_rules(&a->state.devices[i]);
 	}
 	for (unsigned i = n; i < BACKEND_MAX_DEVICES; i++) {
 		if (class_exclusion_any(&res->exclusive[i]) || cfgs[i].named) {
@@ -84,7 +83,7 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 			return -EINVAL;
 		}
 	}
-	a->ndevices = n;
+	a->state.ndevices = n;
 	return 0;
 }
 
@@ -95,25 +94,26 @@ int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
 	char t[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], h[SIZE_FORMAT_MAX];
 
 	/* Everything is checked before anything changes: a bad setting changes nothing. */
-	for (unsigned i = a->ndevices; i < BACKEND_MAX_DEVICES; i++) {
+	for (unsigned i = a->state.ndevices; i < BACKEND_MAX_DEVICES; i++) {
 		if (class_exclusion_any(&res->exclusive[i]) || cfgs[i].named) {
 			snprintf(why, why_len, "it names device %u, but there are %u device(s)", i,
-				 a->ndevices);
+				 a->state.ndevices);
 			return -EINVAL;
 		}
 	}
-	for (unsigned i = 0; i < a->ndevices; i++) {
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
 		char reason[256];
 
-		if (device_budget(&cfgs[i], &a->devices[i].info, &budgets[i], reason,
+		if (device_budget(&cfgs[i], &a->state.devices[i].info, &budgets[i], reason,
 				  sizeof(reason)) < 0) {
-			snprintf(why, why_len, "device %u (%s): %s", i, a->devices[i].name, reason);
+			snprintf(why, why_len, "device %u (%s): %s", i, a->state.devices[i].name,
+				 reason);
 			return -EINVAL;
 		}
 	}
 	a->evict_deadline_ms = res->evict_deadline_ms;
-	for (unsigned i = 0; i < a->ndevices; i++) {
-		struct device *d = &a->devices[i];
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
+		struct device *d = &a->state.devices[i];
 		struct class_exclusion rules = res->exclusive_all;
 
 		class_exclusion_merge(&rules, &res->exclusive[i]);
@@ -144,8 +144,7 @@ int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
 
 void arbiter_finish(struct arbiter *a)
 {
-	lease_table_finish(&a->leases);
-	idtable_finish(&a->models);
+	state_finish(&a->state);
 	if (a->backend)
 		a->backend->ops->destroy(a->backend);
 	a->backend = NULL;
@@ -159,7 +158,7 @@ struct refused {
 	uint64_t waited_ms;
 };
 
-static void deny(struct arbiter *a, struct client *c, uint64_t request_id, int err,
+static void deny(struct arbiter *a, struct holder *h, uint64_t request_id, int err,
 		 const struct refused *r, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
@@ -168,11 +167,12 @@ static void deny(struct arbiter *a, struct client *c, uint64_t request_id, int e
  * the telemetry subscribers and the latest refusals in status. A model request's explanation
  * starts with the model's name.
  */
-static void deny(struct arbiter *a, struct client *c, uint64_t request_id, int err,
+static void deny(struct arbiter *a, struct holder *h, uint64_t request_id, int err,
 		 const struct refused *r, const char *fmt, ...)
 {
+	struct client *c = arbiter_conn(a, h);
 	struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_DENIED,
-			  .client = c,
+			  .holder = h,
 			  .has_device = true,
 			  .device = r->device,
 			  .bytes = r->bytes,
@@ -203,7 +203,9 @@ static void deny(struct arbiter *a, struct client *c, uint64_t request_id, int e
 struct grant_job {
 	struct job job;
 	struct arbiter *arbiter;
-	struct client *client;
+	uint64_t holder; /* found again when done: it may have left meanwhile */
+	bool fd;	 /* counted by quota_fd_admit until it is a lease */
+	char who[128];	 /* its label, for the log should it have left */
 	uint64_t request_id;
 	uint64_t model_id;
 	uint64_t waited_ms;
@@ -219,7 +221,7 @@ struct release_job {
 /* A trim request, possibly spanning several devices, answered when all are done. */
 struct trim_request {
 	struct arbiter *arbiter;
-	struct client *client; /* NULL for the daemon's own trims */
+	uint64_t holder; /* 0 for the daemon's own trims */
 	uint64_t request_id;
 	unsigned pending;
 	uint64_t released;
@@ -237,9 +239,9 @@ static void release_done(struct job *job)
 	struct arbiter *a = r->arbiter;
 
 	/* Only now is the memory really back: then it may be granted again. */
-	a->devices[job->device].releasing -= job->alloc.size;
-	device_uncharge(&a->devices[job->device], job->alloc.size);
-	arbiter_auto_trim(a, &a->devices[job->device]);
+	a->state.devices[job->device].releasing -= job->alloc.size;
+	device_uncharge(&a->state.devices[job->device], job->alloc.size);
+	arbiter_auto_trim(a, &a->state.devices[job->device]);
 	free(r);
 	arbiter_pump(a);
 }
@@ -252,10 +254,10 @@ static void free_allocation(struct arbiter *a, unsigned device, const struct bac
 	if (!r) {
 		/* Without memory for the job, free inline: a stall beats a leak. */
 		a->backend->ops->release(a->backend, device, (struct backend_alloc *)alloc);
-		device_uncharge(&a->devices[device], alloc->size);
+		device_uncharge(&a->state.devices[device], alloc->size);
 		return;
 	}
-	a->devices[device].releasing += alloc->size;
+	a->state.devices[device].releasing += alloc->size;
 	r->arbiter = a;
 	r->job.kind = JOB_RELEASE;
 	r->job.backend = a->backend;
@@ -277,7 +279,7 @@ void arbiter_lease_event(struct event *e, const struct lease *l,
 			 Rocmmem__Wire__TelemetryEventType type)
 {
 	*e = (struct event){.type = type,
-			    .client = l->owner,
+			    .holder = l->owner,
 			    .has_device = true,
 			    .device = l->device,
 			    .bytes = l->size,
@@ -296,49 +298,30 @@ static void released(struct arbiter *a, const struct lease *l, enum log_level le
 	arbiter_lease_event(&e, l, ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED);
 	event_emit(a->server, &e, level, "%s lease %" PRIu64 " (%s on device %u) of %s", how, l->id,
 		   size_format(l->size, sz, sizeof(sz)), l->device,
-		   client_label(l->owner, who, sizeof(who)));
+		   holder_label(l->owner, who, sizeof(who)));
 }
 
-void arbiter_lease_link(struct arbiter *a, struct client *c, struct lease *l, uint64_t model_id)
+struct client *arbiter_conn(const struct arbiter *a, const struct holder *h)
 {
-	l->owner = c;
-	/* Tagged with its model, if that is still registered to the same client, same device. */
-	l->model = model_id ? residency_find(a, model_id) : NULL;
-	if (l->model && (l->model->owner != c || l->model->device != l->device))
-		l->model = NULL;
-	if (l->model)
-		l->model->lease_bytes += l->size;
-	l->created_ms = uv_now(a->loop);
-	TAILQ_INSERT_TAIL(&c->leases, l, client_link);
-	c->lease_count++;
-	c->leased_bytes += l->size;
-	c->device_bytes[l->device] += l->size;
+	return h ? server_conn(a->server, h->id) : NULL;
 }
 
 void arbiter_lease_destroy(struct arbiter *a, struct lease *l)
 {
-	struct client *c = l->owner;
-
-	if (l->model)
-		l->model->lease_bytes -= l->size;
-	if (device_keeps_fds(&a->devices[l->device]))
-		quota_fd_release(a->server, c);
+	if (device_keeps_fds(&a->state.devices[l->device]))
+		quota_fd_release(a->server, l->owner);
 	adopt_lease_gone(a, l);
-	lease_table_remove(&a->leases, l);
-	TAILQ_REMOVE(&c->leases, l, client_link);
-	c->lease_count--;
-	c->leased_bytes -= l->size;
-	c->device_bytes[l->device] -= l->size;
+	state_lease_unlink(&a->state, l);
 	free_allocation(a, l->device, &l->alloc);
 	free(l);
 }
 
-static void reply_grant(struct arbiter *a, struct client *c, uint64_t request_id,
+static void reply_grant(struct arbiter *a, struct holder *h, uint64_t request_id,
 			const struct lease *l, uint64_t waited_ms)
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	Rocmmem__Wire__LeaseGrant body = ROCMMEM__WIRE__LEASE_GRANT__INIT;
-	const struct device *d = &a->devices[l->device];
+	const struct device *d = &a->state.devices[l->device];
 
 	body.has_lease_id = true;
 	body.lease_id = l->id;
@@ -378,22 +361,23 @@ static void reply_grant(struct arbiter *a, struct client *c, uint64_t request_id
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_LEASE;
 	reply.lease = &body;
 	/* If the client cannot take the reply it is kicked, and its teardown reclaims l. */
-	client_reply(c, &reply, l->alloc.fds, l->alloc.nfds);
+	client_reply(arbiter_conn(a, h), &reply, l->alloc.fds, l->alloc.nfds);
 }
 
 static void grant_done(struct job *job)
 {
 	struct grant_job *g = (struct grant_job *)job;
 	struct arbiter *a = g->arbiter;
-	struct client *c = g->client;
-	struct device *d = &a->devices[job->device];
+	struct holder *c = state_holder_find(&a->state, g->holder);
+	struct device *d = &a->state.devices[job->device];
 	char sz[SIZE_FORMAT_MAX], who[128];
 	struct lease *l = NULL;
-	bool fd = device_keeps_fds(d);
 	int err;
 
+	if (c)
+		c->jobs--;
 	/* No lease comes of it on every path but the last: what grant counted goes back. */
-	if (fd && (job->err || c->closing || d->lost))
+	if (g->fd && (job->err || !c || d->lost))
 		quota_fd_release(a->server, c);
 	if (job->err) {
 		struct refused r = {
@@ -401,10 +385,9 @@ static void grant_done(struct job *job)
 
 		device_uncharge(d, job->size);
 		a->counters.failures++;
-		if (c->closing)
+		if (!c)
 			log_warn("Could not allocate %s on device %u for %s: %s",
-				 size_format(job->size, sz, sizeof(sz)), d->index,
-				 client_label(c, who, sizeof(who)),
+				 size_format(job->size, sz, sizeof(sz)), d->index, g->who,
 				 job->why[0] ? job->why : strerror(-job->err));
 		else
 			deny(a, c, g->request_id, job->err, &r,
@@ -417,19 +400,19 @@ static void grant_done(struct job *job)
 		arbiter_pump(a);
 		goto out;
 	}
-	if (c->closing || d->lost) {
+	if (!c || d->lost) {
 		/* Nobody to give it to any more: straight back. */
 		free_allocation(a, d->index, &job->alloc);
 		goto out;
 	}
 	l = calloc(1, sizeof(*l));
-	err = l ? lease_table_add(&a->leases, l) : -ENOMEM;
+	err = l ? lease_table_add(&a->state.leases, l) : -ENOMEM;
 	if (err) {
 		free(l);
 		free_allocation(a, d->index, &job->alloc);
-		if (fd)
+		if (g->fd)
 			quota_fd_release(a->server, c);
-		client_reply_error(c, g->request_id, err,
+		client_reply_error(arbiter_conn(a, c), g->request_id, err,
 				   err == -EOVERFLOW ? "the daemon has handed out every lease id"
 						     : "the daemon is out of memory");
 		goto out;
@@ -438,7 +421,7 @@ static void grant_done(struct job *job)
 	l->size = job->size;
 	l->alloc = job->alloc;
 	memcpy(l->tag, g->tag, sizeof(l->tag));
-	arbiter_lease_link(a, c, l, g->model_id);
+	state_lease_link(&a->state, c, l, g->model_id, uv_now(a->loop));
 	adopt_lease_granted(a, l);
 	a->counters.grants++;
 	{
@@ -452,21 +435,21 @@ static void grant_done(struct job *job)
 			   " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
 			   l->id, size_format(l->size, sz, sizeof(sz)), d->index,
 			   backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "",
-			   l->tag, client_label(c, who, sizeof(who)), g->waited_ms);
+			   l->tag, holder_label(c, who, sizeof(who)), g->waited_ms);
 	}
 	reply_grant(a, c, g->request_id, l, g->waited_ms);
 	/* Exported for this grant only: the client has its own copies now. */
 	if (l->alloc.transient_fds)
 		backend_alloc_close_fds(&l->alloc);
 out:
-	client_job_end(c);
 	free(g);
 }
 
 /* grant charges the budget and has the backend allocate; the reply follows in grant_done. */
-static void grant(struct arbiter *a, struct client *c, uint64_t request_id, struct device *d,
+static void grant(struct arbiter *a, struct holder *h, uint64_t request_id, struct device *d,
 		  uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms)
 {
+	struct client *c = arbiter_conn(a, h);
 	bool fd = device_keeps_fds(d);
 	struct grant_job *g;
 
@@ -476,12 +459,14 @@ static void grant(struct arbiter *a, struct client *c, uint64_t request_id, stru
 	g = calloc(1, sizeof(*g));
 	if (!g) {
 		if (fd)
-			quota_fd_release(a->server, c);
+			quota_fd_release(a->server, h);
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		return;
 	}
 	g->arbiter = a;
-	g->client = c;
+	g->holder = h->id;
+	g->fd = fd;
+	holder_label(h, g->who, sizeof(g->who));
 	g->request_id = request_id;
 	g->model_id = model_id;
 	g->waited_ms = waited_ms;
@@ -490,16 +475,16 @@ static void grant(struct arbiter *a, struct client *c, uint64_t request_id, stru
 	g->job.backend = a->backend;
 	g->job.device = d->index;
 	g->job.size = size;
-	snprintf(g->job.label, sizeof(g->job.label), "rocmmem-pid%d", (int)c->pid);
+	snprintf(g->job.label, sizeof(g->job.label), "rocmmem-pid%d", (int)h->who.pid);
 	g->job.done = grant_done;
 	device_charge(d, size);
-	client_job_start(c);
+	h->jobs++;
 	if (job_submit(a->loop, &g->job) < 0) {
 		device_uncharge(d, size);
 		if (fd)
-			quota_fd_release(a->server, c);
+			quota_fd_release(a->server, h);
 		client_reply_error(c, request_id, -EAGAIN, "Could not queue the allocation");
-		client_job_end(c);
+		h->jobs--;
 		free(g);
 	}
 }
@@ -511,10 +496,10 @@ static void free_waiter(uv_handle_t *handle)
 
 static void waiter_drop(struct arbiter *a, struct waiter *w)
 {
-	struct client *c = w->client;
+	struct holder *c = w->holder;
 
-	queue_remove(&a->devices[w->device].queue, w);
-	TAILQ_REMOVE(&c->waiters, w, client_link);
+	queue_remove(&a->state.devices[w->device].queue, w);
+	TAILQ_REMOVE(&c->waiters, w, holder_link);
 	c->waiter_count--;
 	if (w->model)
 		w->model->waiters--;
@@ -531,7 +516,7 @@ static bool waiter_fits(const struct arbiter *a, const struct device *d, const s
 static void grant_waiter(struct arbiter *a, const struct waiter *w, uint64_t waited_ms)
 {
 	if (w->kind == WAIT_LEASE)
-		grant(a, w->client, w->request_id, &a->devices[w->device], w->size, w->tag,
+		grant(a, w->holder, w->request_id, &a->state.devices[w->device], w->size, w->tag,
 		      w->model ? w->model->id : 0, waited_ms);
 	else
 		residency_grant(a, w, waited_ms);
@@ -570,19 +555,19 @@ static bool bypass(struct arbiter *a, struct device *d, struct waiter *head)
 	for (w = TAILQ_NEXT(head, queue_link); w; w = TAILQ_NEXT(w, queue_link)) {
 		struct waiter copy;
 
-		if (w->client == head->client || w->client->queue_mark != a->bypass_stamp)
+		if (w->holder == head->holder || w->holder->queue_mark != a->bypass_stamp)
 			continue;
 		w->size = residency_need(w);
 		if (!waiter_fits(a, d, w) || !residency_may_bypass(a, d, head, &b, w)) {
-			w->client->queue_mark = 0; /* its later requests stay behind this one */
+			w->holder->queue_mark = 0; /* its later requests stay behind this one */
 			continue;
 		}
 		a->counters.bypasses++;
 		log_debug("granting %s on device %u to %s ahead of %s, which waits for memory it "
 			  "holds in use (%" PRIu64 " bypasses)",
 			  size_format(w->size, sz, sizeof(sz)), d->index,
-			  client_label(w->client, who, sizeof(who)),
-			  client_label(head->client, whom, sizeof(whom)), a->counters.bypasses);
+			  holder_label(w->holder, who, sizeof(who)),
+			  holder_label(head->holder, whom, sizeof(whom)), a->counters.bypasses);
 		copy = *w;
 		waiter_drop(a, w);
 		grant_waiter(a, &copy, uv_now(a->loop) - copy.enqueued_ms);
@@ -607,8 +592,8 @@ void arbiter_pump(struct arbiter *a)
 	a->pumping = true;
 	do {
 		a->pump_again = false;
-		for (unsigned i = 0; i < a->ndevices; i++) {
-			struct device *d = &a->devices[i];
+		for (unsigned i = 0; i < a->state.ndevices; i++) {
+			struct device *d = &a->state.devices[i];
 			struct waiter *w;
 
 			while ((w = queue_head(&d->queue))) {
@@ -633,8 +618,8 @@ void arbiter_pump(struct arbiter *a)
 static void on_timeout(uv_timer_t *timer)
 {
 	struct waiter *w = timer->data;
-	struct arbiter *a = &w->client->server->arbiter;
-	struct device *d = &a->devices[w->device];
+	struct arbiter *a = w->timer_ctx;
+	struct device *d = &a->state.devices[w->device];
 	struct refused r = {.device = w->device,
 			    .bytes = w->requested,
 			    .model = w->model,
@@ -643,7 +628,7 @@ static void on_timeout(uv_timer_t *timer)
 
 	w->size = residency_need(w);
 	explain_refusal(a, d, w, why, sizeof(why));
-	deny(a, w->client, w->request_id, -ETIMEDOUT, &r, "timed out after %" PRId64 " ms: %s",
+	deny(a, w->holder, w->request_id, -ETIMEDOUT, &r, "timed out after %" PRId64 " ms: %s",
 	     w->timeout_ms, why);
 	waiter_drop(a, w);
 	/* The queue's head may have changed: whoever is now first may fit. */
@@ -662,8 +647,8 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 	uint64_t size;
 
 	/* dispatch checked the size, the device index and the tag (validate_request). */
-	assert(req->has_size && req->size > 0 && dev < a->ndevices);
-	d = &a->devices[dev];
+	assert(req->has_size && req->size > 0 && dev < a->state.ndevices);
+	d = &a->state.devices[dev];
 	if (d->lost) {
 		client_reply_error(c, request_id, -ENODEV, "device %u (%s) is unusable: %s", dev,
 				   d->name, d->lost_reason);
@@ -673,10 +658,10 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		struct refused r = {.device = dev, .bytes = req->size};
 
 		explain_too_big(d, req->size, why, sizeof(why));
-		deny(a, c, request_id, -E2BIG, &r, "%s", why);
+		deny(a, c->holder, request_id, -E2BIG, &r, "%s", why);
 		return;
 	}
-	if (c->lease_count + c->jobs >= lim->max_leases) {
+	if (c->holder->lease_count + c->holder->jobs >= lim->max_leases) {
 		quota_hit(a->server, LIMIT_LEASES, NULL);
 		client_reply_error(
 		    c, request_id, -EDQUOT,
@@ -697,14 +682,14 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 					   "no model %" PRIu64 " of this client's", req->model_id);
 			return;
 		}
-		if (w.model->owner != c) {
+		if (w.model->owner != c->holder) {
 			char who[128];
 
 			access_refuse(c, request_id,
 				      "no model %" PRIu64 " of this client's: model %" PRIu64
 				      " '%s' belongs to %s",
 				      req->model_id, req->model_id, w.model->name,
-				      client_label(w.model->owner, who, sizeof(who)));
+				      holder_label(w.model->owner, who, sizeof(who)));
 			return;
 		}
 		if (w.model->device != dev) {
@@ -714,7 +699,7 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 			return;
 		}
 	}
-	w.client = c;
+	w.holder = c->holder;
 	w.request_id = request_id;
 	w.device = dev;
 	w.size = size;
@@ -727,8 +712,9 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 void arbiter_admit(struct arbiter *a, const struct waiter *t)
 {
 	const struct limits *lim = &a->server->limits;
-	struct device *d = &a->devices[t->device];
-	struct client *c = t->client;
+	struct device *d = &a->state.devices[t->device];
+	struct holder *h = t->holder;
+	struct client *c = arbiter_conn(a, h);
 	struct refused r = {.device = t->device, .bytes = t->requested, .model = t->model};
 	char why[DENIAL_REASON_MAX], s1[SIZE_FORMAT_MAX];
 	struct waiter *w;
@@ -745,7 +731,7 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 	/* Never: pinned models or this client's own in-use models stand in the way for good. */
 	err = residency_impossible(a, d, t, why, sizeof(why));
 	if (err) {
-		deny(a, c, t->request_id, err, &r, "%s", why);
+		deny(a, h, t->request_id, err, &r, "%s", why);
 		return;
 	}
 	if (queue_empty(&d->queue) && waiter_fits(a, d, t)) {
@@ -754,10 +740,10 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 	}
 	if (t->timeout_ms == 0) {
 		explain_refusal(a, d, t, why, sizeof(why));
-		deny(a, c, t->request_id, -ENOMEM, &r, "%s", why);
+		deny(a, h, t->request_id, -ENOMEM, &r, "%s", why);
 		return;
 	}
-	if (c->waiter_count >= lim->max_pending) {
+	if (h->waiter_count >= lim->max_pending) {
 		quota_hit(a->server, LIMIT_PENDING, NULL);
 		client_reply_error(
 		    c, t->request_id, -EBUSY,
@@ -771,42 +757,43 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 		return;
 	}
 	*w = *t;
-	w->seq = ++a->next_waiter_seq;
+	w->seq = ++a->state.next_waiter_seq;
 	w->enqueued_ms = uv_now(a->loop);
 	uv_timer_init(a->loop, &w->timer);
 	w->timer.data = w;
+	w->timer_ctx = a;
 	if (w->timeout_ms > 0)
 		uv_timer_start(&w->timer, on_timeout, (uint64_t)w->timeout_ms, 0);
 	queue_push(&d->queue, w);
-	TAILQ_INSERT_TAIL(&c->waiters, w, client_link);
-	c->waiter_count++;
+	TAILQ_INSERT_TAIL(&h->waiters, w, holder_link);
+	h->waiter_count++;
 	if (w->model)
 		w->model->waiters++;
 	log_debug("queued %s on device %u for connection %" PRIu64 " (%u waiting)",
-		  size_format(w->size, s1, sizeof(s1)), d->index, c->id, d->queue.count);
+		  size_format(w->size, s1, sizeof(s1)), d->index, h->id, d->queue.count);
 	/* If it is first in line, owners of idle models may have to make room. */
 	arbiter_pump(a);
 }
 
 void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const char *why)
 {
-	client_reply_error(w->client, w->request_id, err, "%s", why);
+	client_reply_error(arbiter_conn(a, w->holder), w->request_id, err, "%s", why);
 	waiter_drop(a, w);
 }
 
 void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id)
 {
-	struct lease *l = lease_table_find(&a->leases, lease_id);
+	struct lease *l = lease_table_find(&a->state.leases, lease_id);
 	char owner[128];
 
 	if (!l) {
 		client_reply_error(c, request_id, -ENOENT, "no lease %" PRIu64, lease_id);
 		return;
 	}
-	if (l->owner != c) {
+	if (l->owner != c->holder) {
 		access_refuse(c, request_id,
 			      "lease %" PRIu64 " belongs to %s: only its owner may release it",
-			      lease_id, client_label(l->owner, owner, sizeof(owner)));
+			      lease_id, holder_label(l->owner, owner, sizeof(owner)));
 		return;
 	}
 	released(a, l, LOG_LEVEL_DEBUG, "released");
@@ -816,7 +803,7 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 	arbiter_pump(a);
 }
 
-void arbiter_client_gone(struct arbiter *a, struct client *c)
+void arbiter_holder_gone(struct arbiter *a, struct holder *c)
 {
 	struct waiter *w;
 	struct lease *l;
@@ -829,13 +816,13 @@ void arbiter_client_gone(struct arbiter *a, struct client *c)
 		arbiter_lease_destroy(a, l);
 		a->counters.reclaimed++;
 	}
-	residency_client_gone(a, c);
+	residency_holder_gone(a, c);
 	arbiter_pump(a);
 }
 
 void arbiter_device_lost(struct arbiter *a, unsigned device, const char *why)
 {
-	struct device *d = &a->devices[device];
+	struct device *d = &a->state.devices[device];
 	struct waiter *w;
 
 	if (d->lost)
@@ -844,7 +831,7 @@ void arbiter_device_lost(struct arbiter *a, unsigned device, const char *why)
 	snprintf(d->lost_reason, sizeof(d->lost_reason), "%s", why);
 	log_error("Device %u (%s) is unusable: %s", device, d->name, why);
 	while ((w = queue_head(&d->queue))) {
-		client_reply_error(w->client, w->request_id, -ENODEV,
+		client_reply_error(arbiter_conn(a, w->holder), w->request_id, -ENODEV,
 				   "device %u (%s) became unusable: %s", device, d->name, why);
 		waiter_drop(a, w);
 	}
@@ -854,9 +841,12 @@ static void trim_answer(struct trim_request *t)
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	Rocmmem__Wire__TrimReply body = ROCMMEM__WIRE__TRIM_REPLY__INIT;
-	struct client *c = t->client;
+	struct holder *h = t->holder ? state_holder_find(&t->arbiter->state, t->holder) : NULL;
+	struct client *c = arbiter_conn(t->arbiter, h);
 
-	if (c && !c->closing) {
+	if (h)
+		h->jobs--;
+	if (c) {
 		if (t->err) {
 			client_reply_error(c, t->request_id, t->err, "trim failed: %s",
 					   strerror(-t->err));
@@ -872,8 +862,6 @@ static void trim_answer(struct trim_request *t)
 			client_reply(c, &reply, NULL, 0);
 		}
 	}
-	if (c)
-		client_job_end(c);
 	free(t);
 }
 
@@ -882,7 +870,7 @@ static void trim_done(struct job *job)
 	struct trim_job *tj = (struct trim_job *)job;
 	struct trim_request *t = tj->request;
 	struct arbiter *a = t->arbiter;
-	struct device *d = &a->devices[job->device];
+	struct device *d = &a->state.devices[job->device];
 	char sz[SIZE_FORMAT_MAX];
 
 	d->trimming = false;
@@ -893,7 +881,8 @@ static void trim_done(struct job *job)
 	a->counters.bytes_trimmed += job->released;
 	{
 		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_TRIM_DONE,
-				  .client = t->client,
+				  .holder =
+				      t->holder ? state_holder_find(&a->state, t->holder) : NULL,
 				  .has_device = true,
 				  .device = d->index,
 				  .bytes = job->released};
@@ -901,7 +890,7 @@ static void trim_done(struct job *job)
 		/* A trim that found nothing is worth a line only when debugging. */
 		event_emit(a->server, &e, job->released ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
 			   "trimmed %s on device %u%s", size_format(job->released, sz, sizeof(sz)),
-			   d->index, t->client ? " on request" : "");
+			   d->index, t->holder ? " on request" : "");
 	}
 	free(tj);
 	if (--t->pending == 0)
@@ -934,7 +923,7 @@ static void trim_device(struct trim_request *t, struct device *d)
 	}
 }
 
-static struct trim_request *trim_request_new(struct arbiter *a, struct client *c,
+static struct trim_request *trim_request_new(struct arbiter *a, struct holder *h,
 					     uint64_t request_id)
 {
 	struct trim_request *t = calloc(1, sizeof(*t));
@@ -942,12 +931,12 @@ static struct trim_request *trim_request_new(struct arbiter *a, struct client *c
 	if (!t)
 		return NULL;
 	t->arbiter = a;
-	t->client = c;
+	t->holder = h ? h->id : 0;
 	t->request_id = request_id;
-	/* Held until the last device answers, so a closing client stays allocated. */
+	/* Held until the last device answers (the submitter's own count). */
 	t->pending = 1;
-	if (c)
-		client_job_start(c);
+	if (h)
+		h->jobs++;
 	return t;
 }
 
@@ -962,24 +951,25 @@ void arbiter_trim(struct arbiter *a, struct client *c, uint64_t request_id, bool
 {
 	struct trim_request *t;
 
-	assert(all_devices || device < a->ndevices); /* validate_request */
+	assert(all_devices || device < a->state.ndevices); /* validate_request */
 	/*
 	 * One trim per device at a time: the replies come later, so backpressure would not stop
 	 * a client that pipelines trims from queueing runtime calls without bound.
 	 */
-	if (!all_devices && a->devices[device].trimming) {
+	if (!all_devices && a->state.devices[device].trimming) {
 		client_reply_error(c, request_id, -EBUSY, "a trim of device %u is already running",
 				   device);
 		return;
 	}
-	t = trim_request_new(a, c, request_id);
+	t = trim_request_new(a, c->holder, request_id);
 	if (!t) {
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		return;
 	}
-	for (unsigned i = 0; i < a->ndevices; i++)
-		if ((all_devices || i == device) && !a->devices[i].lost && !a->devices[i].trimming)
-			trim_device(t, &a->devices[i]);
+	for (unsigned i = 0; i < a->state.ndevices; i++)
+		if ((all_devices || i == device) && !a->state.devices[i].lost &&
+		    !a->state.devices[i].trimming)
+			trim_device(t, &a->state.devices[i]);
 	trim_request_submitted(t);
 }
 

@@ -8,14 +8,16 @@
 #include <uv.h>
 
 #include "platform/backend/backend.h"
+#include "rocmmem.pb-c.h"
 #include "service/denials.h"
 #include "state/device.h"
 #include "state/lease.h"
-#include "rocmmem.pb-c.h"
+#include "state/state.h"
 
 struct adopt;
 struct event;
 struct client;
+struct holder;
 struct server;
 
 struct counters {
@@ -45,16 +47,12 @@ struct arbiter {
 	struct server *server;
 	uv_loop_t *loop;
 	struct backend *backend;
-	struct device devices[BACKEND_MAX_DEVICES];
-	unsigned ndevices;
-	struct lease_table leases;
-	struct idtable models;
+	struct state state;	    /* the books */
 	uint64_t evict_deadline_ms; /* how long an owner has to unload an evicted model */
 	struct counters counters;
 	struct denials denials; /* the latest refusals, for status */
-	uint64_t next_waiter_seq;
-	uint64_t bypass_stamp; /* marks the clients waiting behind a stuck head (residency.c) */
-	struct adopt *adopt;   /* records for a successor, and what a predecessor left (adopt.c) */
+	uint64_t bypass_stamp;	/* marks the clients waiting behind a stuck head (residency.c) */
+	struct adopt *adopt;	/* records for a successor, and what a predecessor left (adopt.c) */
 	bool pumping;
 	bool pump_again;
 };
@@ -86,14 +84,23 @@ void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 /* arbiter_release releases a lease of c's and replies. */
 void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, uint64_t lease_id);
 
-/* arbiter_client_gone drops c's waiting requests and reclaims its leases, then grants waiters. */
-void arbiter_client_gone(struct arbiter *a, struct client *c);
+/*
+ * arbiter_holder_gone drops h's waiting requests, reclaims its leases and forgets its models
+ * (h has left the books' indexes: state_holder_leave), then grants waiters.
+ */
+void arbiter_holder_gone(struct arbiter *a, struct holder *h);
+
+/*
+ * arbiter_conn finds the connection of holder h, to answer it (NULL when it has none any
+ * more: replies to NULL go nowhere).
+ */
+struct client *arbiter_conn(const struct arbiter *a, const struct holder *h);
 
 /*
  * arbiter_admit grants a request at once when nothing waits ahead and it fits (and no
  * exclusive class stands in the way), refuses it when its timeout is 0, else queues it until it
  * can be granted or times out, asking owners of idle models to unload meanwhile. w is a
- * filled-in template (kind, client, request id, device, size, model, target, timeout, tag).
+ * filled-in template (kind, holder, request id, device, size, model, target, timeout, tag).
  */
 void arbiter_admit(struct arbiter *a, const struct waiter *w);
 
@@ -102,13 +109,6 @@ void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const c
 
 /* arbiter_pump grants waiting requests that fit now and plans evictions for the rest. */
 void arbiter_pump(struct arbiter *a);
-
-/*
- * arbiter_lease_link makes l (its id, device, size, allocation and tag filled in) one of c's
- * leases, tagged with model_id when that is c's model on the same device, and counts it; the
- * device's accounting is the caller's (a grant charged it, an adoption held it).
- */
-void arbiter_lease_link(struct arbiter *a, struct client *c, struct lease *l, uint64_t model_id);
 
 /* arbiter_lease_event fills e with what an event of type says about lease l (its owner's). */
 void arbiter_lease_event(struct event *e, const struct lease *l,

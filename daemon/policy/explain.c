@@ -121,22 +121,6 @@ struct facts {
 	uint64_t grace_left_ms;
 };
 
-static uint64_t client_bytes_on(const struct client *c, unsigned dev, uint64_t *in_models)
-{
-	const struct model *m;
-	uint64_t bytes = c->device_bytes[dev], models = 0;
-
-	TAILQ_FOREACH (m, &c->models, client_link) {
-		if (m->device != dev)
-			continue;
-		bytes += m->reservation; /* its tagged leases are in device_bytes already */
-		models += model_resident(m);
-	}
-	if (in_models)
-		*in_models = models;
-	return bytes;
-}
-
 static bool excludes(const struct device *d, const struct model *want, const struct model *m)
 {
 	return want && m != want &&
@@ -146,9 +130,10 @@ static bool excludes(const struct device *d, const struct model *want, const str
 static void gather(const struct arbiter *a, const struct device *d, const struct waiter *w,
 		   struct facts *f)
 {
-	const struct client *c;
+	const struct holder *c;
 	const struct waiter *q;
 	const struct model *m;
+	uint64_t after = 0;
 
 	memset(f, 0, sizeof(*f));
 	f->now_ms = uv_now(a->loop);
@@ -169,13 +154,12 @@ static void gather(const struct arbiter *a, const struct device *d, const struct
 		f->ahead++;
 		f->ahead_bytes += q->size;
 	}
-	TAILQ_FOREACH (c, &a->server->clients, link) {
-		uint64_t bytes;
+	/* The holders still connected, oldest first. */
+	while ((c = state_holder_next(&a->state, after))) {
+		uint64_t bytes = holder_bytes_on(c, d->index, NULL);
 
-		if (c->closing)
-			continue;
-		bytes = client_bytes_on(c, d->index, NULL);
-		if (c == w->client) {
+		after = c->id;
+		if (c == w->holder) {
 			f->own_bytes = bytes;
 			f->own_leases = c->device_bytes[d->index];
 		} else if (bytes) {
@@ -193,7 +177,7 @@ static void gather(const struct arbiter *a, const struct device *d, const struct
 		if (bytes == 0 && state != MODEL_IN_USE)
 			continue;
 		if (excludes(d, w->model, m)) {
-			if (state == MODEL_IN_USE && m->owner != w->client && !f->rival)
+			if (state == MODEL_IN_USE && m->owner != w->holder && !f->rival)
 				f->rival = m;
 			else if (model_evictable(m))
 				f->rival_idle = true;
@@ -207,7 +191,7 @@ static void gather(const struct arbiter *a, const struct device *d, const struct
 		top_add(&f->kept, m, bytes);
 		if (m == w->model)
 			continue;
-		if (state == MODEL_IN_USE && m->owner == w->client)
+		if (state == MODEL_IN_USE && m->owner == w->holder)
 			top_add(&f->own_busy, m, bytes);
 		else if (state != MODEL_IN_USE && m->pinned)
 			top_add(&f->pinned, m, bytes);
@@ -228,10 +212,10 @@ static const char *kept_reason(const struct model *m, const struct waiter *w, ch
 {
 	if (m == w->model)
 		snprintf(buf, len, "is the request's own model");
-	else if (model_state(m) == MODEL_IN_USE && m->owner == w->client)
+	else if (model_state(m) == MODEL_IN_USE && m->owner == w->holder)
 		snprintf(buf, len, "in use by this client");
 	else if (model_state(m) == MODEL_IN_USE)
-		snprintf(buf, len, "in use by pid %d", (int)m->owner->pid);
+		snprintf(buf, len, "in use by pid %d", (int)m->owner->who.pid);
 	else
 		snprintf(buf, len, "pinned");
 	return buf;
@@ -245,12 +229,12 @@ static void suggest(const struct arbiter *a, const struct device *d, const struc
 	uint64_t coming = f->free + f->releasing + f->evicting;
 	uint64_t reach = coming + f->evictable.total, gap, most;
 	char x[SIZE_FORMAT_MAX], y[SIZE_FORMAT_MAX], who[128];
-	const struct client *top = f->holders.n ? f->holders.item[0] : NULL;
+	const struct holder *top = f->holders.n ? f->holders.item[0] : NULL;
 
 	if (f->rival) {
 		line_add(s, "%s for %s to release %s '%s': --exclusive keeps it apart from %s",
 			 at_once ? "wait (timeout 0 never waits)" : "wait longer",
-			 client_label(f->rival->owner, who, sizeof(who)),
+			 holder_label(f->rival->owner, who, sizeof(who)),
 			 model_class_name(f->rival->model_class), f->rival->name,
 			 model_class_name(w->model->model_class));
 		return;
@@ -309,14 +293,14 @@ static void suggest(const struct arbiter *a, const struct device *d, const struc
 		line_add(s, "ask for at most %s, or wait%s for %s to release some of its %s",
 			 size_format(most, x, sizeof(x)),
 			 at_once ? " (timeout 0 never waits)" : " longer",
-			 client_label(top, who, sizeof(who)),
+			 holder_label(top, who, sizeof(who)),
 			 size_format(f->holders.bytes[0], y, sizeof(y)));
 	else if (most >= d->granule)
 		line_add(s, "ask for at most %s", size_format(most, x, sizeof(x)));
 	else if (top)
 		line_add(s, "wait%s for %s to release some of its %s",
 			 at_once ? " (timeout 0 never waits)" : " longer",
-			 client_label(top, who, sizeof(who)),
+			 holder_label(top, who, sizeof(who)),
 			 size_format(f->holders.bytes[0], y, sizeof(y)));
 	else if (f->nawaiting)
 		line_add(s,
@@ -343,7 +327,7 @@ static void part_blockers(const struct device *d, const struct waiter *w, const 
 			 "; %s '%s' (%s) of %s is in use, and its class excludes %s on device %u",
 			 model_class_name(f->rival->model_class), f->rival->name,
 			 size_format(model_resident(f->rival), x, sizeof(x)),
-			 client_label(f->rival->owner, who, sizeof(who)),
+			 holder_label(f->rival->owner, who, sizeof(who)),
 			 model_class_name(w->model->model_class), d->index);
 	if (f->ahead)
 		line_add(l, "; %u earlier request(s) for %s wait ahead (the oldest for %s)",
@@ -380,11 +364,11 @@ static void part_holders(const struct device *d, const struct facts *f, struct l
 	if (!f->holders.n)
 		line_add(l, f->nawaiting ? "no connected client" : "no other client");
 	for (unsigned i = 0; i < f->holders.n; i++) {
-		const struct client *c = f->holders.item[i];
+		const struct holder *c = f->holders.item[i];
 		uint64_t in_models = 0;
 
-		client_bytes_on(c, d->index, &in_models);
-		line_add(l, "%s%s %s", i ? ", " : "", client_label(c, who, sizeof(who)),
+		holder_bytes_on(c, d->index, &in_models);
+		line_add(l, "%s%s %s", i ? ", " : "", holder_label(c, who, sizeof(who)),
 			 size_format(f->holders.bytes[i], x, sizeof(x)));
 		if (in_models)
 			line_add(l, " (%s in models)", size_format(in_models, y, sizeof(y)));

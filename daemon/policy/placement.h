@@ -9,7 +9,7 @@
 
 #include "state/model.h"
 
-struct client;
+struct holder;
 
 /* The most models one plan evicts at once. */
 #define PLACEMENT_MAX_VICTIMS 64u
@@ -21,7 +21,7 @@ struct placement_request {
 	uint64_t evicting_bytes; /* resident in models whose eviction is under way */
 	const struct class_exclusion *exclusive; /* the device's; NULL: none */
 	const struct model *model;		 /* the model it is for, or NULL (a plain lease) */
-	const struct client *requester;
+	const struct holder *requester;
 };
 
 struct placement_plan {

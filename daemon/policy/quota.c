@@ -85,86 +85,15 @@ void limit_value(const struct server *s, enum limit_id id, uint64_t *value, bool
 void quota_init(struct quota *q)
 {
 	memset(q, 0, sizeof(*q));
-	for (unsigned i = 0; i < QUOTA_BUCKETS; i++)
-		TAILQ_INIT(&q->buckets[i]);
 }
 
-void quota_finish(struct quota *q)
-{
-	struct uid_account *u;
-
-	for (unsigned i = 0; i < QUOTA_BUCKETS; i++) {
-		while ((u = TAILQ_FIRST(&q->buckets[i]))) {
-			TAILQ_REMOVE(&q->buckets[i], u, link);
-			free(u);
-		}
-	}
-}
-
-static struct uid_bucket *bucket(const struct quota *q, uid_t uid)
-{
-	return (struct uid_bucket *)&q->buckets[(unsigned)uid % QUOTA_BUCKETS];
-}
-
-static struct uid_account *account(const struct quota *q, uid_t uid)
-{
-	struct uid_account *u;
-
-	TAILQ_FOREACH (u, bucket(q, uid), link) {
-		if (u->uid == uid)
-			return u;
-	}
-	return NULL;
-}
-
-unsigned quota_connections(const struct quota *q, uid_t uid)
-{
-	const struct uid_account *u = account(q, uid);
-
-	return u ? u->connections : 0;
-}
-
-int quota_attach(struct quota *q, struct client *c)
-{
-	struct uid_account *u = account(q, c->uid);
-
-	if (!u) {
-		u = calloc(1, sizeof(*u));
-		if (!u)
-			return -ENOMEM;
-		u->uid = c->uid;
-		TAILQ_INIT(&u->clients);
-		TAILQ_INSERT_TAIL(bucket(q, c->uid), u, link);
-	}
-	TAILQ_INSERT_TAIL(&u->clients, c, uid_link);
-	u->connections++;
-	c->account = u;
-	return 0;
-}
-
-void quota_detach(struct quota *q, struct client *c)
-{
-	struct uid_account *u = c->account;
-
-	if (!u)
-		return;
-	TAILQ_REMOVE(&u->clients, c, uid_link);
-	u->fd_leases -= c->fd_leases; /* what it still holds is given back to the total only */
-	c->account = NULL;
-	/* Uids come and go: an account lives as long as one of its connections. */
-	if (--u->connections == 0) {
-		TAILQ_REMOVE(bucket(q, u->uid), u, link);
-		free(u);
-	}
-}
-
-/* waiting_bytes is what c's queued requests would add once granted. */
-static uint64_t waiting_bytes(const struct client *c)
+/* waiting_bytes is what h's queued requests would add once granted. */
+static uint64_t waiting_bytes(const struct holder *h)
 {
 	const struct waiter *w;
 	uint64_t bytes = 0;
 
-	TAILQ_FOREACH (w, &c->waiters, client_link)
+	TAILQ_FOREACH (w, &h->waiters, holder_link)
 		bytes += residency_need(w);
 	return bytes;
 }
@@ -172,16 +101,16 @@ static uint64_t waiting_bytes(const struct client *c)
 int quota_admit(struct server *s, struct client *c, uint64_t request_id, uint64_t bytes)
 {
 	uint64_t quota = s->limits.max_bytes_per_uid, held = 0, waiting = 0;
-	const struct uid_account *u = c->account;
+	const struct uid_account *u = c->holder->account;
 	char q[SIZE_FORMAT_MAX], h[SIZE_FORMAT_MAX], w[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
-	const struct client *k;
+	const struct holder *k;
 	char label[128];
 
 	if (quota == 0 || !u)
 		return 0;
 	/* Held and waited for, across every connection of the uid: one quota for them all. */
-	TAILQ_FOREACH (k, &u->clients, uid_link) {
-		held += report_client_bytes(k);
+	TAILQ_FOREACH (k, &u->holders, uid_link) {
+		held += holder_bytes(k);
 		waiting += waiting_bytes(k);
 	}
 	if (held + waiting <= quota && bytes <= quota - held - waiting)
@@ -192,11 +121,11 @@ int quota_admit(struct server *s, struct client *c, uint64_t request_id, uint64_
 	size_format(bytes, b, sizeof(b));
 	quota_hit(s, LIMIT_BYTES_PER_UID,
 		  "refused %s %s: uid %u would go over its quota of %s (bytes_per_uid)",
-		  client_label(c, label, sizeof(label)), b, (unsigned)c->uid, q);
+		  client_label(c, label, sizeof(label)), b, (unsigned)c->holder->who.uid, q);
 	client_reply_error(c, request_id, -EDQUOT,
 			   "uid %u would go over its memory quota of %s (bytes_per_uid): it holds "
 			   "%s and waits for %s in %u connection(s), and this request needs %s",
-			   (unsigned)c->uid, q, h, w, u->connections, b);
+			   (unsigned)c->holder->who.uid, q, h, w, u->connections, b);
 	return -EDQUOT;
 }
 
@@ -290,18 +219,19 @@ static int fd_refuse(struct server *s, struct client *c, uint64_t request_id, co
 
 int quota_fd_admit(struct server *s, struct client *c, uint64_t request_id, bool take)
 {
-	struct uid_account *u = c->account;
+	struct holder *h = c->holder;
+	struct uid_account *u = h->account;
 	struct fd_caps k;
 	char why[256];
 
 	quota_fd_caps(s, &k);
-	if (c->fd_leases >= k.per_uid) {
-		snprintf(why, sizeof(why), "this connection holds %u host lease(s)", c->fd_leases);
+	if (h->fd_leases >= k.per_uid) {
+		snprintf(why, sizeof(why), "this connection holds %u host lease(s)", h->fd_leases);
 		return fd_refuse(s, c, request_id, why, &k);
 	}
 	if (u && u->fd_leases >= k.per_uid) {
 		snprintf(why, sizeof(why), "uid %u holds %u host lease(s) in %u connection(s)",
-			 (unsigned)c->uid, u->fd_leases, u->connections);
+			 (unsigned)h->who.uid, u->fd_leases, u->connections);
 		return fd_refuse(s, c, request_id, why, &k);
 	}
 	if (s->quota.fd_leases >= k.total) {
@@ -310,7 +240,7 @@ int quota_fd_admit(struct server *s, struct client *c, uint64_t request_id, bool
 		return fd_refuse(s, c, request_id, why, &k);
 	}
 	if (take) {
-		c->fd_leases++;
+		h->fd_leases++;
 		if (u)
 			u->fd_leases++;
 		s->quota.fd_leases++;
@@ -318,12 +248,14 @@ int quota_fd_admit(struct server *s, struct client *c, uint64_t request_id, bool
 	return 0;
 }
 
-void quota_fd_release(struct server *s, struct client *c)
+void quota_fd_release(struct server *s, struct holder *h)
 {
-	if (c->fd_leases == 0)
+	if (h && h->fd_leases == 0)
 		return; /* cannot be: every release follows a take */
-	c->fd_leases--;
-	if (c->account)
-		c->account->fd_leases--;
+	if (h) {
+		h->fd_leases--;
+		if (h->account)
+			h->account->fd_leases--;
+	}
 	s->quota.fd_leases--;
 }

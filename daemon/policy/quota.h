@@ -16,6 +16,7 @@
 #include "rocmmem.pb-c.h"
 
 struct client;
+struct holder;
 struct server;
 struct limits;
 
@@ -38,26 +39,12 @@ enum limit_id {
 /* The models one connection may register (not configurable). */
 #define QUOTA_MAX_MODELS 256u
 
-/* One uid's connections. */
-struct uid_account {
-	uid_t uid;
-	unsigned connections;
-	unsigned fd_leases; /* its connections' client.fd_leases, summed */
-	TAILQ_HEAD(, client) clients;
-	TAILQ_ENTRY(uid_account) link;
-};
-
-TAILQ_HEAD(uid_bucket, uid_account);
-
-#define QUOTA_BUCKETS 64u
-
 struct quota {
-	struct uid_bucket buckets[QUOTA_BUCKETS];
 	uint64_t hits[LIMIT_COUNT]; /* times a client ran into each limit since the start */
 	struct log_ratelimit log;   /* lines about limits hit */
 	uint64_t fd_limit;	    /* RLIMIT_NOFILE at start (quota_fd_init) */
 	uint64_t fd_own;	    /* descriptors kept for the daemon's own files */
-	uint64_t fd_leases;	    /* every client.fd_leases, summed */
+	uint64_t fd_leases;	    /* every holder.fd_leases, summed */
 };
 
 /*
@@ -92,24 +79,14 @@ void quota_fd_caps(const struct server *s, struct fd_caps *out);
  */
 int quota_fd_admit(struct server *s, struct client *c, uint64_t request_id, bool take);
 
-/* quota_fd_release gives back what quota_fd_admit took for c. */
-void quota_fd_release(struct server *s, struct client *c);
+/*
+ * quota_fd_release gives back what quota_fd_admit took for h (NULL: a holder gone meanwhile,
+ * whose share was given back to its uid as it left: only the daemon's total).
+ */
+void quota_fd_release(struct server *s, struct holder *h);
 
-/* quota_init sets up empty accounts. */
+/* quota_init sets up the tally. */
 void quota_init(struct quota *q);
-
-/* quota_finish frees the accounts (every client must be gone). */
-void quota_finish(struct quota *q);
-
-/* quota_connections says how many connections uid has now. */
-unsigned quota_connections(const struct quota *q, uid_t uid);
-
-/* quota_attach counts c (its uid set) among its uid's connections. Returns 0 or -ENOMEM. */
-int quota_attach(struct quota *q, struct client *c);
-
-/* quota_detach forgets c (and its uid stops counting c's host leases); calling it for a client
- * never attached does nothing. */
-void quota_detach(struct quota *q, struct client *c);
 
 /*
  * quota_admit checks that c's uid may have `bytes` more memory (held and waited for) under

@@ -27,7 +27,7 @@
 
 struct model *residency_find(const struct arbiter *a, uint64_t model_id)
 {
-	return idtable_find(&a->models, model_id);
+	return state_model_find(&a->state, model_id);
 }
 
 /* owned finds a model the client may act on as its owner, replying the refusal otherwise. */
@@ -41,9 +41,9 @@ static struct model *owned(struct arbiter *a, struct client *c, uint64_t request
 		client_reply_error(c, request_id, -ENOENT, "no model %" PRIu64, model_id);
 		return NULL;
 	}
-	if (m->owner != c) {
+	if (m->owner != c->holder) {
 		access_refuse(c, request_id, "model %" PRIu64 " '%s' belongs to %s", model_id,
-			      m->name, client_label(m->owner, who, sizeof(who)));
+			      m->name, holder_label(m->owner, who, sizeof(who)));
 		return NULL;
 	}
 	return m;
@@ -87,7 +87,7 @@ static void request_of(const struct arbiter *a, const struct device *d, const st
 	r->evicting_bytes = residency_evicting_bytes(d);
 	r->exclusive = &d->exclusive;
 	r->model = w->model;
-	r->requester = w->client;
+	r->requester = w->holder;
 }
 
 bool residency_blocked(const struct arbiter *a, const struct device *d, const struct waiter *w)
@@ -128,16 +128,17 @@ int residency_impossible(const struct arbiter *a, const struct device *d, const 
 }
 
 /* answer_admin tells an administrator waiting on this eviction how it ended. */
-static void answer_admin(struct model *m, bool revoked, uint64_t bytes_freed)
+static void answer_admin(struct arbiter *a, struct model *m, bool revoked, uint64_t bytes_freed)
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	Rocmmem__Wire__EvictResult body = ROCMMEM__WIRE__EVICT_RESULT__INIT;
-	struct client *c = m->evict_requester;
+	struct client *c;
 
-	if (!c)
+	if (!m->evict_requester)
 		return;
-	m->evict_requester = NULL;
-	if (c->closing)
+	c = arbiter_conn(a, state_holder_find(&a->state, m->evict_requester));
+	m->evict_requester = 0;
+	if (!c)
 		return;
 	body.has_revoked = true;
 	body.revoked = revoked;
@@ -193,11 +194,12 @@ static void tell_model_revoked(struct client *c, const struct model *m, const ch
  */
 static void unload(struct arbiter *a, struct model *m, const char *revoked)
 {
-	struct device *d = &a->devices[m->device];
-	struct client *c = m->owner;
+	struct device *d = &a->state.devices[m->device];
+	struct holder *h = m->owner;
+	struct client *c = arbiter_conn(a, h);
 	char sz[SIZE_FORMAT_MAX], who[128];
 	uint64_t bytes = model_resident(m);
-	struct event e = {.client = c,
+	struct event e = {.holder = h,
 			  .has_device = true,
 			  .device = m->device,
 			  .bytes = bytes,
@@ -211,7 +213,7 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		m->evictions++;
 	}
 	/* Leases still tagged with it: their memory goes too, and the owner is told. */
-	TAILQ_FOREACH (l, &c->leases, client_link) {
+	TAILQ_FOREACH (l, &h->leases, holder_link) {
 		if (l->model == m)
 			tell_lease_revoked(c, l, m, revoked ? revoked : "its model was evicted");
 	}
@@ -221,13 +223,13 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_REVOKED;
 		event_emit(a->server, &e, LOG_LEVEL_WARN,
 			   "revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
-			   size_format(bytes, sz, sizeof(sz)), client_label(c, who, sizeof(who)),
+			   size_format(bytes, sz, sizeof(sz)), holder_label(h, who, sizeof(who)),
 			   revoked);
 	} else {
 		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_ACKED;
 		event_emit(a->server, &e, LOG_LEVEL_INFO,
 			   "model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
-			   client_label(c, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
+			   holder_label(h, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
 	}
 	/* This residency is over: whatever is granted from now on belongs to the next. */
 	m->generation++;
@@ -238,20 +240,20 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 	adopt_model_changed(a, m);
 	/* Freeing may grant a lease tagged with the model's next residency: it is linked after
 	 * `last`, and stays. */
-	last = TAILQ_LAST(&c->leases, lease_list);
-	for (l = TAILQ_FIRST(&c->leases); l; l = next) {
-		next = l == last ? NULL : TAILQ_NEXT(l, client_link);
+	last = TAILQ_LAST(&h->leases, lease_list);
+	for (l = TAILQ_FIRST(&h->leases); l; l = next) {
+		next = l == last ? NULL : TAILQ_NEXT(l, holder_link);
 		if (l->model == m)
 			arbiter_lease_destroy(a, l);
 	}
-	answer_admin(m, revoked != NULL, bytes);
+	answer_admin(a, m, revoked != NULL, bytes);
 	arbiter_auto_trim(a, d);
 }
 
 static void on_deadline(uv_timer_t *timer)
 {
 	struct model *m = timer->data;
-	struct arbiter *a = &m->owner->server->arbiter;
+	struct arbiter *a = m->timer_ctx;
 	char why[128];
 
 	snprintf(why, sizeof(why), "did not unload within %.3g s of being asked",
@@ -262,7 +264,7 @@ static void on_deadline(uv_timer_t *timer)
 
 /* send_evict asks m's owner to unload it within the deadline. */
 static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed,
-		       const struct client *for_whom)
+		       const struct holder *for_whom)
 {
 	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
 	Rocmmem__Wire__EvictRequest body = ROCMMEM__WIRE__EVICT_REQUEST__INIT;
@@ -285,7 +287,7 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	{
 		struct event e = {.type =
 				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_REQUESTED,
-				  .client = m->owner,
+				  .holder = m->owner,
 				  .has_device = true,
 				  .device = m->device,
 				  .bytes = model_resident(m),
@@ -294,13 +296,13 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 
 		event_emit(a->server, &e, LOG_LEVEL_INFO,
 			   "asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
-			   client_label(m->owner, owner, sizeof(owner)), m->id, m->name,
+			   holder_label(m->owner, owner, sizeof(owner)), m->id, m->name,
 			   model_class_name(m->model_class),
 			   size_format(model_resident(m), sz, sizeof(sz)),
-			   for_whom ? client_label(for_whom, who, sizeof(who))
+			   for_whom ? holder_label(for_whom, who, sizeof(who))
 				    : "an administrator");
 	}
-	client_event(m->owner, &ev);
+	client_event(arbiter_conn(a, m->owner), &ev);
 }
 
 /*
@@ -309,13 +311,13 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
  * evicted (coming anyway), pinned models (never coming) and skip (the head's own model) are
  * counted elsewhere.
  */
-static uint64_t held_in_use(const struct client *c, const struct device *d,
+static uint64_t held_in_use(const struct holder *c, const struct device *d,
 			    const struct model *skip)
 {
 	uint64_t bytes = c->device_bytes[d->index];
 	const struct model *m;
 
-	TAILQ_FOREACH (m, &c->models, client_link) {
+	TAILQ_FOREACH (m, &c->models, holder_link) {
 		if (m->device != d->index)
 			continue;
 		if (m != skip && !m->pinned && model_state(m) == MODEL_IN_USE)
@@ -344,10 +346,10 @@ bool residency_bypass_begin(struct arbiter *a, const struct device *d, const str
 	b->head_bytes = head->size;
 	/* The clients behind the head, each once, and what they hold. */
 	for (w = TAILQ_NEXT(head, queue_link); w; w = TAILQ_NEXT(w, queue_link)) {
-		if (w->client == head->client || w->client->queue_mark == stamp)
+		if (w->holder == head->holder || w->holder->queue_mark == stamp)
 			continue;
-		w->client->queue_mark = stamp;
-		waiting += held_in_use(w->client, d, head->model);
+		w->holder->queue_mark = stamp;
+		waiting += held_in_use(w->holder, d, head->model);
 		any = true;
 	}
 	if (!any)
@@ -370,7 +372,7 @@ bool residency_bypass_begin(struct arbiter *a, const struct device *d, const str
 			b->rival_waits = true;
 		}
 	}
-	aside += held_in_use(head->client, d, head->model);
+	aside += held_in_use(head->holder, d, head->model);
 	other = minus(d->leased + d->reserved, minus(b->coming, device_free(d)) + aside + waiting);
 	b->coming += other;
 	return b->coming < b->head_bytes || b->rival_waits;
@@ -380,8 +382,8 @@ bool residency_may_bypass(const struct arbiter *a, const struct device *d,
 			  const struct waiter *head, const struct placement_bypass *b,
 			  const struct waiter *w)
 {
-	return w->client != head->client && w->client->queue_mark == a->bypass_stamp &&
-	       held_in_use(w->client, d, head->model) > 0 && placement_may_bypass(b, w->size);
+	return w->holder != head->holder && w->holder->queue_mark == a->bypass_stamp &&
+	       held_in_use(w->holder, d, head->model) > 0 && placement_may_bypass(b, w->size);
 }
 
 void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w)
@@ -399,7 +401,7 @@ void residency_plan(struct arbiter *a, struct device *d, const struct waiter *w)
 		return;
 	placement_plan(&r, v, n, &plan);
 	for (unsigned i = 0; i < plan.nvictims; i++)
-		send_evict(a, plan.victims[i], w->size, w->client);
+		send_evict(a, plan.victims[i], w->size, w->holder);
 	free(v);
 }
 
@@ -435,7 +437,7 @@ static void reply_residency(struct client *c, uint64_t request_id, const struct 
 
 void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_ms)
 {
-	struct device *d = &a->devices[w->device];
+	struct device *d = &a->state.devices[w->device];
 	struct model *m = w->model;
 	char sz[SIZE_FORMAT_MAX], who[128];
 
@@ -449,7 +451,7 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 	adopt_model_changed(a, m);
 	if (w->kind == WAIT_MODEL_ACQUIRE) {
 		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_MODEL_LOADED,
-				  .client = w->client,
+				  .holder = w->holder,
 				  .has_device = true,
 				  .device = m->device,
 				  .bytes = m->reservation,
@@ -462,19 +464,19 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 		event_emit(a->server, &e, LOG_LEVEL_DEBUG,
 			   "model %" PRIu64 " '%s' of %s is resident (%s reserved) after %" PRIu64
 			   " ms",
-			   m->id, m->name, client_label(w->client, who, sizeof(who)),
+			   m->id, m->name, holder_label(w->holder, who, sizeof(who)),
 			   size_format(m->reservation, sz, sizeof(sz)), waited_ms);
 	}
-	reply_residency(w->client, w->request_id, m);
+	reply_residency(arbiter_conn(a, w->holder), w->request_id, m);
 }
 
 /* waiter_for fills a model request's template for arbiter_admit: m's reservation to target. */
-static void waiter_for(struct waiter *w, struct client *c, uint64_t request_id, struct model *m,
+static void waiter_for(struct waiter *w, struct holder *h, uint64_t request_id, struct model *m,
 		       enum waiter_kind kind, uint64_t target, int64_t timeout_ms)
 {
 	memset(w, 0, sizeof(*w));
 	w->kind = kind;
-	w->client = c;
+	w->holder = h;
 	w->request_id = request_id;
 	w->device = m->device;
 	w->model = m;
@@ -497,8 +499,8 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 	int err;
 
 	/* dispatch checked the device index, the name, the class and the reservation. */
-	assert(dev < a->ndevices && req->name && cls < MODEL_CLASSES);
-	d = &a->devices[dev];
+	assert(dev < a->state.ndevices && req->name && cls < MODEL_CLASSES);
+	d = &a->state.devices[dev];
 	if (req->has_size &&
 	    (size_round_up(req->size, d->granule, &size) < 0 || size > d->budget)) {
 		client_reply_error(c, request_id, -E2BIG,
@@ -507,7 +509,7 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 				   size_format(d->budget, b, sizeof(b)));
 		return NULL;
 	}
-	if (c->model_count >= RESIDENCY_MAX_MODELS) {
+	if (c->holder->model_count >= RESIDENCY_MAX_MODELS) {
 		quota_hit(a->server, LIMIT_MODELS, NULL);
 		client_reply_error(c, request_id, -EDQUOT,
 				   "this connection already has %u models, the most allowed",
@@ -520,11 +522,11 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 		return NULL;
 	}
 	/* The id table takes a chosen id only below its counter: the counter is never moved. */
-	if (want_id && idtable_fill(&a->models, want_id, m) < 0 &&
-	    idtable_insert(&a->models, want_id, m) < 0)
+	if (want_id && idtable_fill(&a->state.models, want_id, m) < 0 &&
+	    idtable_insert(&a->state.models, want_id, m) < 0)
 		want_id = 0; /* taken meanwhile: a fresh id, which the client maps */
 	m->id = want_id;
-	err = want_id ? 0 : idtable_add(&a->models, m, &m->id);
+	err = want_id ? 0 : idtable_add(&a->state.models, m, &m->id);
 	if (err) {
 		free(m);
 		client_reply_error(c, request_id, err,
@@ -532,7 +534,7 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 						     : "the daemon is out of memory");
 		return NULL;
 	}
-	m->owner = c;
+	m->owner = c->holder;
 	m->device = dev;
 	snprintf(m->name, sizeof(m->name), "%s", req->name);
 	m->model_class = cls;
@@ -543,8 +545,9 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 	m->generation = 1;
 	uv_timer_init(a->loop, &m->deadline);
 	m->deadline.data = m;
-	TAILQ_INSERT_TAIL(&c->models, m, client_link);
-	c->model_count++;
+	m->timer_ctx = a;
+	TAILQ_INSERT_TAIL(&c->holder->models, m, holder_link);
+	c->holder->model_count++;
 	TAILQ_INSERT_TAIL(&d->models, m, device_link);
 	d->nmodels++;
 	log_debug("%s registered model %" PRIu64 " '%s' (%s, %s, priority %d%s) on device %u",
@@ -601,7 +604,7 @@ void residency_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
 		return;
 	}
 	/* Being evicted: it waits until its memory is back, then needs its whole size again. */
-	waiter_for(&w, c, request_id, m, WAIT_MODEL_ACQUIRE, m->size,
+	waiter_for(&w, c->holder, request_id, m, WAIT_MODEL_ACQUIRE, m->size,
 		   req->has_timeout_ms ? req->timeout_ms : 0);
 	arbiter_admit(a, &w);
 }
@@ -635,7 +638,7 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 	if (!m)
 		return;
 	/* dispatch checked that a reservation is given; it may still overflow the granule. */
-	if (size_round_up(req->reservation, a->devices[m->device].granule, &target) < 0) {
+	if (size_round_up(req->reservation, a->state.devices[m->device].granule, &target) < 0) {
 		client_reply_error(c, request_id, -EINVAL, "resize needs a reservation in bytes");
 		return;
 	}
@@ -647,14 +650,14 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 		return;
 	}
 	if (target <= m->reservation) {
-		device_unreserve(&a->devices[m->device], m->reservation - target);
+		device_unreserve(&a->state.devices[m->device], m->reservation - target);
 		m->reservation = target;
 		adopt_model_changed(a, m);
 		reply_residency(c, request_id, m);
 		arbiter_pump(a);
 		return;
 	}
-	waiter_for(&w, c, request_id, m, WAIT_MODEL_RESIZE, target,
+	waiter_for(&w, c->holder, request_id, m, WAIT_MODEL_RESIZE, target,
 		   req->has_timeout_ms ? req->timeout_ms : 0);
 	arbiter_admit(a, &w);
 }
@@ -667,8 +670,8 @@ static void free_model(uv_handle_t *handle)
 
 static void model_destroy(struct arbiter *a, struct model *m)
 {
-	struct device *d = &a->devices[m->device];
-	struct client *c = m->owner;
+	struct device *d = &a->state.devices[m->device];
+	struct holder *c = m->owner;
 	struct lease *l;
 
 	uv_timer_stop(&m->deadline);
@@ -678,13 +681,13 @@ static void model_destroy(struct arbiter *a, struct model *m)
 	m->reservation = 0;
 	adopt_model_changed(a, m);
 	/* Leases outlive their model's registration as plain leases. */
-	TAILQ_FOREACH (l, &c->leases, client_link) {
+	TAILQ_FOREACH (l, &c->leases, holder_link) {
 		if (l->model == m)
 			l->model = NULL;
 	}
-	answer_admin(m, false, model_resident(m));
-	idtable_remove(&a->models, m->id);
-	TAILQ_REMOVE(&c->models, m, client_link);
+	answer_admin(a, m, false, model_resident(m));
+	idtable_remove(&a->state.models, m->id);
+	TAILQ_REMOVE(&c->models, m, holder_link);
 	c->model_count--;
 	TAILQ_REMOVE(&d->models, m, device_link);
 	d->nmodels--;
@@ -700,8 +703,8 @@ void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_
 	if (!m)
 		return;
 	/* This client's own requests on the model's behalf end with it. */
-	for (w = TAILQ_FIRST(&c->waiters); w; w = next) {
-		next = TAILQ_NEXT(w, client_link);
+	for (w = TAILQ_FIRST(&c->holder->waiters); w; w = next) {
+		next = TAILQ_NEXT(w, holder_link);
 		if (w->model == m)
 			arbiter_cancel_waiter(a, w, -ECANCELED, "the model was unregistered");
 	}
@@ -773,7 +776,7 @@ void residency_evict_ack(struct arbiter *a, struct client *c, uint64_t request_i
 /* may_administer: the model's owner, root, or a member of the admin group. */
 static bool may_administer(const struct client *c, const struct model *m)
 {
-	return c == m->owner || access_client_is_admin(c);
+	return c->holder == m->owner || access_is_admin(&c->server->access, &c->holder->who);
 }
 
 static struct model *administered(struct arbiter *a, struct client *c, uint64_t request_id,
@@ -794,7 +797,7 @@ static struct model *administered(struct arbiter *a, struct client *c, uint64_t 
 			      "model %" PRIu64
 			      " '%s' belongs to %s: only its owner%s%s%s may evict "
 			      "or pin it",
-			      m->id, m->name, client_label(m->owner, who, sizeof(who)),
+			      m->id, m->name, holder_label(m->owner, who, sizeof(who)),
 			      group[0] ? ", root or a member of group '" : " or root", group,
 			      group[0] ? "' (admin_group)" : "");
 		return NULL;
@@ -818,9 +821,9 @@ void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request
 	switch (model_state(m)) {
 	case MODEL_EVICTED:
 		/* Nothing resident: answered at once, as an eviction that freed nothing. */
-		m->evict_requester = c;
+		m->evict_requester = c->id;
 		m->evict_request_id = request_id;
-		answer_admin(m, false, 0);
+		answer_admin(a, m, false, 0);
 		return;
 	case MODEL_IN_USE:
 		client_reply_error(c, request_id, -EBUSY,
@@ -834,7 +837,7 @@ void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request
 		send_evict(a, m, model_resident(m), NULL);
 		break;
 	}
-	m->evict_requester = c;
+	m->evict_requester = c->id;
 	m->evict_request_id = request_id;
 }
 
@@ -853,17 +856,17 @@ void residency_admin_pin(struct arbiter *a, struct client *c, uint64_t request_i
 	arbiter_pump(a);
 }
 
-void residency_client_gone(struct arbiter *a, struct client *c)
+void residency_holder_gone(struct arbiter *a, struct holder *h)
 {
 	struct model *m;
 	uint64_t after = 0, id;
 
-	while ((m = TAILQ_FIRST(&c->models)))
+	while ((m = TAILQ_FIRST(&h->models)))
 		model_destroy(a, m);
 	/* Evictions it asked for as an administrator go on, unanswered. */
-	while ((m = idtable_next(&a->models, after, &id))) {
-		if (m->evict_requester == c)
-			m->evict_requester = NULL;
+	while ((m = idtable_next(&a->state.models, after, &id))) {
+		if (m->evict_requester == h->id)
+			m->evict_requester = 0;
 		after = id;
 	}
 }

@@ -14,6 +14,7 @@ struct placement_bypass;
 
 struct arbiter;
 struct client;
+struct holder;
 struct device;
 struct model;
 
@@ -46,8 +47,8 @@ void residency_admin_evict(struct arbiter *a, struct client *c, uint64_t request
 void residency_admin_pin(struct arbiter *a, struct client *c, uint64_t request_id,
 			 const Rocmmem__Wire__AdminPinModel *req);
 
-/* residency_client_gone forgets c's models (their memory back) and its pending admin requests. */
-void residency_client_gone(struct arbiter *a, struct client *c);
+/* residency_holder_gone forgets h's models (their memory back) and its pending admin requests. */
+void residency_holder_gone(struct arbiter *a, struct holder *h);
 
 /* residency_find returns the model with this id or NULL. */
 struct model *residency_find(const struct arbiter *a, uint64_t model_id);
@@ -59,8 +60,8 @@ struct model *residency_find(const struct arbiter *a, uint64_t model_id);
 bool residency_blocked(const struct arbiter *a, const struct device *d, const struct waiter *w);
 
 /*
- * residency_bypass_begin looks at a head waiter that does not fit: it marks the clients with a
- * request behind it (client.queue_mark), and fills b. Returns false when no later request
+ * residency_bypass_begin looks at a head waiter that does not fit: it marks the holders with a
+ * request behind it (holder.queue_mark), and fills b. Returns false when no later request
  * may overtake it: it does not wait for any of those clients.
  */
 bool residency_bypass_begin(struct arbiter *a, const struct device *d, const struct waiter *head,

@@ -67,7 +67,7 @@ struct adopt {
 struct adopt_job {
 	struct job job;
 	struct arbiter *arbiter;
-	struct client *client;
+	uint64_t holder; /* found again when done: it may have left meanwhile */
 	uint64_t request_id;
 	uint64_t lease_id;
 	uint64_t model_id;
@@ -133,18 +133,17 @@ static bool plausible(const struct arbiter *a, const struct statefile_record *r)
 {
 	const struct device *d;
 
-	if (r->id == 0 || r->id == UINT64_MAX || r->device >= a->ndevices || r->size == 0)
+	if (r->id == 0 || r->id == UINT64_MAX || r->device >= a->state.ndevices || r->size == 0)
 		return false;
-	d = &a->devices[r->device];
+	d = &a->state.devices[r->device];
 	if (r->size % d->granule != 0 || r->tag[STATEFILE_TAG_MAX - 1] != '\0')
 		return false;
 	switch (r->kind) {
 	case STATEFILE_LEASE_MEMFD:
-		return d->handle_kind == BACKEND_HANDLE_MEMFD &&
-		       r->nchunks == 0;
+		return d->handle_kind == BACKEND_HANDLE_MEMFD && r->nchunks == 0;
 	case STATEFILE_LEASE_VMM:
-		return d->handle_kind == BACKEND_HANDLE_VMM_FD &&
-		       r->nchunks >= 1 && r->nchunks <= BACKEND_MAX_CHUNKS;
+		return d->handle_kind == BACKEND_HANDLE_VMM_FD && r->nchunks >= 1 &&
+		       r->nchunks <= BACKEND_MAX_CHUNKS;
 	case STATEFILE_MODEL:
 		return r->nchunks == 0;
 	default:
@@ -156,17 +155,17 @@ static bool plausible(const struct arbiter *a, const struct statefile_record *r)
 static void forget(struct adopt *ad, struct pending *p, bool is_lease, const char *why)
 {
 	struct arbiter *a = ad->arbiter;
-	struct device *d = &a->devices[p->rec.device];
+	struct device *d = &a->state.devices[p->rec.device];
 	char sz[SIZE_FORMAT_MAX];
 
 	if (p->gone)
 		return;
 	if (is_lease) {
 		device_unhold(d, p->rec.size);
-		idtable_unreserve(&a->leases.ids, p->rec.id);
+		idtable_unreserve(&a->state.leases.ids, p->rec.id);
 	} else {
 		device_unreserve(d, p->rec.size);
-		idtable_unreserve(&a->models, p->rec.id);
+		idtable_unreserve(&a->state.models, p->rec.id);
 	}
 	statefile_clear(&ad->file, p->slot);
 	p->gone = true;
@@ -234,7 +233,7 @@ static int load(struct adopt *ad)
 			 ad->file.path, bad);
 	for (int k = 0; k < 2; k++) {
 		struct pending_set *set = k == 0 ? &ad->leases : &ad->models;
-		struct idtable *ids = k == 0 ? &a->leases.ids : &a->models;
+		struct idtable *ids = k == 0 ? &a->state.leases.ids : &a->state.models;
 		size_t out = 0;
 
 		qsort(set->v, set->n, sizeof(*set->v), cmp_pending);
@@ -255,9 +254,9 @@ static int load(struct adopt *ad)
 				continue;
 			}
 			if (k == 0)
-				device_hold(&a->devices[p->rec.device], p->rec.size);
+				device_hold(&a->state.devices[p->rec.device], p->rec.size);
 			else
-				device_hold_reserved(&a->devices[p->rec.device], p->rec.size);
+				device_hold_reserved(&a->state.devices[p->rec.device], p->rec.size);
 			held[p->rec.device] += p->rec.size;
 			set->v[out++] = *p;
 		}
@@ -265,13 +264,13 @@ static int load(struct adopt *ad)
 		ad->open += out;
 	}
 	/* Ids go on from where the previous daemon stopped: none is ever given twice. */
-	idtable_skip_to(&a->leases.ids, statefile_next_lease_id(&ad->file));
-	idtable_skip_to(&a->models, statefile_next_model_id(&ad->file));
-	statefile_set_next_lease_id(&ad->file, a->leases.ids.next_id);
-	statefile_set_next_model_id(&ad->file, a->models.next_id);
-	ad->issued_model_ids = a->models.next_id;
-	for (unsigned i = 0; i < a->ndevices; i++) {
-		const struct device *d = &a->devices[i];
+	idtable_skip_to(&a->state.leases.ids, statefile_next_lease_id(&ad->file));
+	idtable_skip_to(&a->state.models, statefile_next_model_id(&ad->file));
+	statefile_set_next_lease_id(&ad->file, a->state.leases.ids.next_id);
+	statefile_set_next_model_id(&ad->file, a->state.models.next_id);
+	ad->issued_model_ids = a->state.models.next_id;
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
+		const struct device *d = &a->state.devices[i];
 		char h[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
 
 		if (d->leased + d->reserved > d->budget)
@@ -383,8 +382,8 @@ static void lease_record(const struct lease *l, struct statefile_record *r)
 	r->id = l->id;
 	r->device = (uint16_t)l->device;
 	r->size = l->size;
-	r->uid = (uint32_t)l->owner->uid;
-	r->pid = (int32_t)l->owner->pid;
+	r->uid = (uint32_t)l->owner->who.uid;
+	r->pid = (int32_t)l->owner->who.pid;
 	r->model_id = l->model ? l->model->id : 0;
 	statefile_tag(r, l->tag);
 }
@@ -397,7 +396,7 @@ void adopt_lease_granted(struct arbiter *a, struct lease *l)
 
 	if (!recording(a))
 		return;
-	statefile_set_next_lease_id(&ad->file, a->leases.ids.next_id);
+	statefile_set_next_lease_id(&ad->file, a->state.leases.ids.next_id);
 	lease_record(l, &r);
 	switch (l->alloc.handle_kind) {
 	case BACKEND_HANDLE_MEMFD:
@@ -431,7 +430,7 @@ void adopt_lease_gone(struct arbiter *a, struct lease *l)
 void adopt_model_registered(struct arbiter *a)
 {
 	if (recording(a))
-		statefile_set_next_model_id(&a->adopt->file, a->models.next_id);
+		statefile_set_next_model_id(&a->adopt->file, a->state.models.next_id);
 }
 
 void adopt_model_changed(struct arbiter *a, struct model *m)
@@ -451,8 +450,8 @@ void adopt_model_changed(struct arbiter *a, struct model *m)
 	r.id = m->id;
 	r.device = (uint16_t)m->device;
 	r.size = m->reservation;
-	r.uid = (uint32_t)m->owner->uid;
-	r.pid = (int32_t)m->owner->pid;
+	r.uid = (uint32_t)m->owner->who.uid;
+	r.pid = (int32_t)m->owner->who.pid;
 	statefile_tag(&r, m->name);
 	if (m->state_slot) {
 		statefile_update(&ad->file, m->state_slot, &r);
@@ -499,11 +498,11 @@ static struct pending *lease_pending(struct arbiter *a, struct client *c, uint64
 	}
 	p = find(&ad->leases, id);
 	if (!p || p->gone) {
-		live = lease_table_find(&a->leases, id);
+		live = lease_table_find(&a->state.leases, id);
 		if (live)
 			refuse(c, request_id, -ESTALE,
 			       "lease %" PRIu64 " was re-declared already, by %s", id,
-			       client_label(live->owner, who, sizeof(who)));
+			       holder_label(live->owner, who, sizeof(who)));
 		else
 			refuse(c, request_id, -ESTALE,
 			       "no record of lease %" PRIu64
@@ -516,14 +515,14 @@ static struct pending *lease_pending(struct arbiter *a, struct client *c, uint64
 		       id);
 		return NULL;
 	}
-	if (p->rec.uid != (uint32_t)c->uid) {
+	if (p->rec.uid != (uint32_t)c->holder->who.uid) {
 		refuse(c, request_id, -EPERM, "lease %" PRIu64 " belongs to uid %u, not uid %u", id,
-		       (unsigned)p->rec.uid, (unsigned)c->uid);
+		       (unsigned)p->rec.uid, (unsigned)c->holder->who.uid);
 		return NULL;
 	}
-	if (p->rec.pid != (int32_t)c->pid) {
+	if (p->rec.pid != (int32_t)c->holder->who.pid) {
 		refuse(c, request_id, -EPERM, "lease %" PRIu64 " was granted to pid %d, not pid %d",
-		       id, (int)p->rec.pid, (int)c->pid);
+		       id, (int)p->rec.pid, (int)c->holder->who.pid);
 		return NULL;
 	}
 	if (req->device != p->rec.device || req->size != p->rec.size ||
@@ -541,8 +540,8 @@ static struct pending *lease_pending(struct arbiter *a, struct client *c, uint64
 		uint64_t plan[BACKEND_MAX_CHUNKS];
 
 		if (nfds != p->rec.nchunks || req->n_chunk_sizes != nfds ||
-		    backend_chunk_plan(p->rec.size, a->devices[p->rec.device].granule, nfds, plan) <
-			0 ||
+		    backend_chunk_plan(p->rec.size, a->state.devices[p->rec.device].granule, nfds,
+				       plan) < 0 ||
 		    memcmp(plan, req->chunk_sizes, nfds * sizeof(uint64_t)) != 0) {
 			refuse(c, request_id, -EPERM,
 			       "lease %" PRIu64
@@ -585,19 +584,19 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 		    const struct backend_alloc *alloc, uint64_t model_id, bool fd)
 {
 	struct adopt *ad = a->adopt;
-	struct device *d = &a->devices[p->rec.device];
+	struct device *d = &a->state.devices[p->rec.device];
 	char sz[SIZE_FORMAT_MAX], who[128];
 	struct statefile_record r;
 	struct lease *l = calloc(1, sizeof(*l));
 
-	if (!l || idtable_fill(&a->leases.ids, p->rec.id, l) < 0) {
+	if (!l || idtable_fill(&a->state.leases.ids, p->rec.id, l) < 0) {
 		free(l);
 		if (fd)
-			quota_fd_release(a->server, c);
+			quota_fd_release(a->server, c->holder);
 		/* The memory goes back as for a release; the record with it. */
 		device_hold_to_lease(d, p->rec.size);
 		arbiter_free_allocation(a, d->index, alloc);
-		idtable_unreserve(&a->leases.ids, p->rec.id);
+		idtable_unreserve(&a->state.leases.ids, p->rec.id);
 		statefile_clear(&ad->file, p->slot);
 		p->gone = true;
 		ad->open--;
@@ -609,7 +608,7 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 	l->size = p->rec.size;
 	l->alloc = *alloc;
 	snprintf(l->tag, sizeof(l->tag), "%.*s", (int)ROCMMEM_NAME_MAX, p->rec.tag);
-	arbiter_lease_link(a, c, l, model_id);
+	state_lease_link(&a->state, c->holder, l, model_id, uv_now(a->loop));
 	device_hold_to_lease(d, l->size);
 	/* The record carries on for this lease: its model may have a new id. */
 	l->state_slot = p->slot;
@@ -640,43 +639,45 @@ static void adopt_job_done(struct job *job)
 	struct adopt_job *j = (struct adopt_job *)job;
 	struct arbiter *a = j->arbiter;
 	struct adopt *ad = a->adopt;
-	struct client *c = j->client;
+	struct holder *h = state_holder_find(&a->state, j->holder);
+	struct client *c = arbiter_conn(a, h);
 	struct pending *p = ad ? find(&ad->leases, j->lease_id) : NULL;
 
+	if (h)
+		h->jobs--;
 	if (job->err == -ECANCELED)
 		backend_alloc_close_fds(&job->alloc);
 	if (p)
 		p->adopting = false;
 	/* Every outcome but a lease taken over gives back what was counted for it. */
-	if (j->fd && (!p || p->gone || job->err || c->closing || a->server->stopping))
-		quota_fd_release(a->server, c);
+	if (j->fd && (!p || p->gone || job->err || !h || a->server->stopping))
+		quota_fd_release(a->server, h);
 	if (!p || p->gone) {
 		/* Cannot happen (nothing else settles a record while it is being imported): the
 		 * memory goes back all the same, accounted for as long as that takes. */
 		if (!job->err) {
-			device_hold(&a->devices[job->device], job->alloc.size);
-			device_hold_to_lease(&a->devices[job->device], job->alloc.size);
+			device_hold(&a->state.devices[job->device], job->alloc.size);
+			device_hold_to_lease(&a->state.devices[job->device], job->alloc.size);
 			arbiter_free_allocation(a, job->device, &job->alloc);
 		}
 	} else if (job->err) {
-		if (!c->closing)
+		if (h)
 			refuse(c, j->request_id, -EPERM,
 			       "lease %" PRIu64 " could not be imported as recorded: %s", p->rec.id,
 			       job->why[0] ? job->why : strerror(-job->err));
 		if (ad->grace_over)
 			forget(ad, p, true, "its re-declaration failed after the grace period");
-	} else if (c->closing || a->server->stopping) {
+	} else if (!h || a->server->stopping) {
 		/* Its holder went away meanwhile: the memory goes back like any lease's. */
-		device_hold_to_lease(&a->devices[p->rec.device], p->rec.size);
+		device_hold_to_lease(&a->state.devices[p->rec.device], p->rec.size);
 		arbiter_free_allocation(a, job->device, &job->alloc);
-		idtable_unreserve(&a->leases.ids, p->rec.id);
+		idtable_unreserve(&a->state.leases.ids, p->rec.id);
 		statefile_clear(&ad->file, p->slot);
 		p->gone = true;
 		ad->open--;
 	} else {
 		adopted(a, c, j->request_id, p, &job->alloc, j->model_id, j->fd);
 	}
-	client_job_end(c);
 	free(j);
 	arbiter_pump(a);
 }
@@ -696,7 +697,7 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 		goto close;
 	}
 	if (!req->has_lease_id || req->lease_id == 0 || !req->has_size || req->size == 0 ||
-	    !req->has_device || req->device >= a->ndevices || !req->has_handle_kind ||
+	    !req->has_device || req->device >= a->state.ndevices || !req->has_handle_kind ||
 	    !req->has_fd_count || req->fd_count != nfds || nfds == 0 || nfds > BACKEND_MAX_CHUNKS) {
 		client_reply_error(c, request_id, -EINVAL,
 				   "a lease re-declaration names its id, device, size and kind, "
@@ -711,7 +712,7 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 		       req->lease_id);
 		goto close;
 	}
-	if (c->lease_count + c->jobs >= a->server->limits.max_leases) {
+	if (c->holder->lease_count + c->holder->jobs >= a->server->limits.max_leases) {
 		client_reply_error(c, request_id, -EDQUOT,
 				   "this connection already holds %u leases, the most allowed",
 				   a->server->limits.max_leases);
@@ -728,19 +729,19 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 		}
 	}
 	/* A memfd taken over is kept like a granted one: it counts against the fd limit. */
-	fd = device_keeps_fds(&a->devices[p->rec.device]);
+	fd = device_keeps_fds(&a->state.devices[p->rec.device]);
 	if (fd && quota_fd_admit(a->server, c, request_id, true) < 0)
 		goto close;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		if (fd)
-			quota_fd_release(a->server, c);
+			quota_fd_release(a->server, c->holder);
 		client_reply_error(c, request_id, -ENOMEM, "the daemon is out of memory");
 		goto close;
 	}
 	j->fd = fd;
 	j->arbiter = a;
-	j->client = c;
+	j->holder = c->id;
 	j->request_id = request_id;
 	j->lease_id = p->rec.id;
 	j->model_id = req->has_model_id ? req->model_id : 0;
@@ -759,13 +760,13 @@ void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request
 	j->job.alloc.nfds = nfds;
 	j->job.done = adopt_job_done;
 	p->adopting = true;
-	client_job_start(c);
+	c->holder->jobs++;
 	if (job_submit(a->loop, &j->job) < 0) {
 		p->adopting = false;
 		if (fd)
-			quota_fd_release(a->server, c);
+			quota_fd_release(a->server, c->holder);
 		client_reply_error(c, request_id, -EAGAIN, "Could not queue the import");
-		client_job_end(c);
+		c->holder->jobs--;
 		j->job.alloc.nfds = 0; /* still the caller's: closed below */
 		free(j);
 		goto close;
@@ -795,7 +796,7 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 				   "the daemon is stopping: it only takes releases now");
 		return;
 	}
-	if (dev >= a->ndevices || !req->name || !req->name[0] ||
+	if (dev >= a->state.ndevices || !req->name || !req->name[0] ||
 	    !text_is_clean(req->name, ROCMMEM_NAME_MAX) ||
 	    (req->has_class_ && (unsigned)req->class_ >= MODEL_CLASSES)) {
 		client_reply_error(c, request_id, -EINVAL,
@@ -804,11 +805,11 @@ void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request
 				   ROCMMEM_NAME_MAX);
 		return;
 	}
-	d = &a->devices[dev];
+	d = &a->state.devices[dev];
 	if (ad && prev)
 		p = find(&ad->models, prev);
-	matched = p && !p->gone && p->rec.uid == (uint32_t)c->uid &&
-		  p->rec.pid == (int32_t)c->pid && p->rec.device == dev &&
+	matched = p && !p->gone && p->rec.uid == (uint32_t)c->holder->who.uid &&
+		  p->rec.pid == (int32_t)c->holder->who.pid && p->rec.device == dev &&
 		  strcmp(p->rec.tag, req->name) == 0;
 	/*
 	 * Its old id only when the state file backs it: its own record, or, for a model that had
@@ -904,8 +905,8 @@ void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_
 
 			/* What this very process held and did not re-declare, it let go of while
 			 * the daemon was away. */
-			if (p->gone || p->adopting || p->rec.uid != (uint32_t)c->uid ||
-			    p->rec.pid != (int32_t)c->pid)
+			if (p->gone || p->adopting || p->rec.uid != (uint32_t)c->holder->who.uid ||
+			    p->rec.pid != (int32_t)c->holder->who.pid)
 				continue;
 			forget(ad, p, k == 0, "its holder did not re-declare it");
 			forgotten++;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "net/client.h"
+#include "state/holder.h"
 #include "denials.h"
 #include "net/feed.h"
 #include "net/server.h"
@@ -55,11 +56,11 @@ static unsigned journal_fields(const struct event *e, struct field_text *t, stru
 	unsigned n = 0;
 
 	f[n++] = (struct log_field){"ROCMMEM_EVENT", event_name(e->type)};
-	if (e->client) {
-		snprintf(t->pid, sizeof(t->pid), "%d", (int)e->client->pid);
-		snprintf(t->client_id, sizeof(t->client_id), "%" PRIu64, e->client->id);
+	if (e->holder) {
+		snprintf(t->pid, sizeof(t->pid), "%d", (int)e->holder->who.pid);
+		snprintf(t->client_id, sizeof(t->client_id), "%" PRIu64, e->holder->id);
 		f[n++] = (struct log_field){"ROCMMEM_CLIENT_PID", t->pid};
-		f[n++] = (struct log_field){"ROCMMEM_CLIENT_NAME", e->client->name};
+		f[n++] = (struct log_field){"ROCMMEM_CLIENT_NAME", e->holder->name};
 		f[n++] = (struct log_field){"ROCMMEM_CLIENT_ID", t->client_id};
 	}
 	if (e->has_device) {
@@ -97,9 +98,9 @@ static void record_denial(struct server *s, const struct event *e, const char *m
 
 	memset(&d, 0, sizeof(d));
 	d.timestamp_ms = event_realtime_ms();
-	if (e->client) {
-		d.pid = (int32_t)e->client->pid;
-		snprintf(d.client_name, sizeof(d.client_name), "%s", e->client->name);
+	if (e->holder) {
+		d.pid = (int32_t)e->holder->who.pid;
+		snprintf(d.client_name, sizeof(d.client_name), "%s", e->holder->name);
 	}
 	d.device = e->device;
 	d.bytes = e->bytes;

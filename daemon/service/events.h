@@ -10,12 +10,12 @@
 #include "rocmmem.pb-c.h"
 
 struct server;
-struct client;
+struct holder;
 
 /* One event. Unset numbers are 0; has_device says whether device applies. */
 struct event {
 	Rocmmem__Wire__TelemetryEventType type;
-	const struct client *client; /* whom it concerns, or NULL */
+	const struct holder *holder; /* whom it concerns, or NULL */
 	bool has_device;
 	unsigned device;
 	uint64_t bytes;

@@ -396,7 +396,8 @@ ssize_t metrics_format(const struct server *s, char *buf, size_t cap)
 	char labels[BACKEND_MAX_DEVICES][32 + METRICS_NAME_LABEL_MAX];
 	char esc[2][METRICS_NAME_LABEL_MAX + 1];
 	struct out o = {.buf = buf, .cap = cap};
-	unsigned n = a->ndevices < BACKEND_MAX_DEVICES ? a->ndevices : BACKEND_MAX_DEVICES;
+	unsigned n =
+	    a->state.ndevices < BACKEND_MAX_DEVICES ? a->state.ndevices : BACKEND_MAX_DEVICES;
 	uint64_t now = uv_now(s->loop), uptime = server_uptime_ms(s), real_ms;
 	struct timespec ts;
 	struct value v;
@@ -423,7 +424,7 @@ ssize_t metrics_format(const struct server *s, char *buf, size_t cap)
 	memset(values, 0, sizeof(values));
 	memset(per_state, 0, sizeof(per_state));
 	for (unsigned i = 0; i < n; i++) {
-		const struct device *d = &a->devices[i];
+		const struct device *d = &a->state.devices[i];
 		const struct model *m;
 
 		label_escape(esc[0], sizeof(esc[0]) - 1, d->name);
@@ -436,7 +437,7 @@ ssize_t metrics_format(const struct server *s, char *buf, size_t cap)
 	if (n > 0)
 		out_family(&o, &info);
 	for (unsigned i = 0; i < n; i++) {
-		const struct device *d = &a->devices[i];
+		const struct device *d = &a->state.devices[i];
 
 		label_escape(esc[0], sizeof(esc[0]) - 1, d->pci_bus_id);
 		label_escape(esc[1], sizeof(esc[1]) - 1, backend_sharing_name(d->handle_kind));

@@ -11,12 +11,12 @@
 #include "base/idtable.h"
 #include "version.h"
 
-struct client;
+struct holder;
 struct model;
 
 struct lease {
 	uint64_t id;
-	struct client *owner;
+	struct holder *owner;
 	unsigned device;
 	uint64_t size;
 	struct model *model; /* the model it counts towards, or NULL */
@@ -24,7 +24,7 @@ struct lease {
 	char tag[ROCMMEM_NAME_MAX + 1];
 	struct backend_alloc alloc;
 	uint32_t state_slot; /* its record in the state file (daemon/service/adopt.c), 0: none */
-	TAILQ_ENTRY(lease) client_link;
+	TAILQ_ENTRY(lease) holder_link;
 };
 
 TAILQ_HEAD(lease_list, lease);

@@ -12,7 +12,7 @@
 #include "base/idtable.h"
 #include "version.h"
 
-struct client;
+struct holder;
 
 /* Classes as on the wire (ROCMMEM__WIRE__MODEL_CLASS__*). */
 #define MODEL_CLASSES 5u
@@ -29,7 +29,7 @@ enum model_state {
 
 struct model {
 	uint64_t id;
-	struct client *owner;
+	struct holder *owner;
 	unsigned device;
 	char name[ROCMMEM_NAME_MAX + 1];
 	unsigned model_class;
@@ -48,11 +48,12 @@ struct model {
 	uint64_t evictions;
 	unsigned waiters; /* requests waiting on this model's behalf */
 	/* An administrator's evict request, answered when the eviction is done. */
-	struct client *evict_requester;
+	uint64_t evict_requester; /* the administrator's holder id, 0: none */
 	uint64_t evict_request_id;
 	uint32_t state_slot; /* its reservation's record in the state file (adopt.c), 0: none */
 	uv_timer_t deadline; /* the eviction deadline; its close callback frees the model */
-	TAILQ_ENTRY(model) client_link;
+	void *timer_ctx;     /* what the deadline's callback works on */
+	TAILQ_ENTRY(model) holder_link;
 	TAILQ_ENTRY(model) device_link;
 };
 

@@ -10,7 +10,7 @@
 
 #include "version.h"
 
-struct client;
+struct holder;
 struct model;
 
 enum waiter_kind {
@@ -19,14 +19,14 @@ enum waiter_kind {
 	WAIT_MODEL_RESIZE,  /* a model's reservation growing to target */
 };
 
-/* One waiting request. It lives on its device's queue and on its client's list. */
+/* One waiting request. It lives on its device's queue and on its holder's list. */
 struct waiter {
 	enum waiter_kind kind;
 	struct model *model; /* model waits; NULL for leases */
 	uint64_t target;     /* model requests: the reservation they end with */
 	TAILQ_ENTRY(waiter) queue_link;
-	TAILQ_ENTRY(waiter) client_link;
-	struct client *client;
+	TAILQ_ENTRY(waiter) holder_link;
+	struct holder *holder;
 	uint64_t request_id;
 	uint64_t seq; /* daemon-wide arrival number */
 	unsigned device;
@@ -37,6 +37,7 @@ struct waiter {
 	uint64_t enqueued_ms;
 	char tag[ROCMMEM_NAME_MAX + 1];
 	uv_timer_t timer; /* fires at the deadline; its close callback frees the waiter */
+	void *timer_ctx;  /* what the timer's callback works on */
 };
 
 TAILQ_HEAD(waiter_list, waiter);

@@ -41,11 +41,11 @@ static struct fixture *make_server(unsigned n, const char *name)
 	f->s->start_ms = uv_now(&f->loop);
 	TAILQ_INIT(&f->s->clients);
 	f->s->arbiter.backend = &fake_backend;
-	f->s->arbiter.ndevices = n;
+	f->s->arbiter.state.ndevices = n;
 	snprintf(info.name, sizeof(info.name), "%s", name);
 	snprintf(info.pci_bus_id, sizeof(info.pci_bus_id), "0000:03:00.0");
 	for (unsigned i = 0; i < n; i++)
-		device_init(&f->s->arbiter.devices[i], i, &info, 32ull << 30);
+		device_init(&f->s->arbiter.state.devices[i], i, &info, 32ull << 30);
 	return f;
 }
 
@@ -85,7 +85,7 @@ static void check_lines(const char *text, size_t len)
 static void test_basic(void **state)
 {
 	struct fixture *f = make_server(1, "Radeon RX 7900 XTX");
-	struct device *d = &f->s->arbiter.devices[0];
+	struct device *d = &f->s->arbiter.state.devices[0];
 	ssize_t len;
 
 	(void)state;
@@ -135,7 +135,7 @@ static void test_basic(void **state)
 static void test_telemetry_and_models(void **state)
 {
 	struct fixture *f = make_server(1, "gpu");
-	struct device *d = &f->s->arbiter.devices[0];
+	struct device *d = &f->s->arbiter.state.devices[0];
 	struct model m[4];
 	ssize_t len;
 
@@ -224,7 +224,7 @@ static void test_worst_case_fits(void **state)
 	memset(&f->s->arbiter.counters, 0xff, sizeof(f->s->arbiter.counters));
 	f->s->client_count = UINT32_MAX;
 	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
-		struct device *d = &f->s->arbiter.devices[i];
+		struct device *d = &f->s->arbiter.state.devices[i];
 
 		memset(d->pci_bus_id, '\\', sizeof(d->pci_bus_id) - 1);
 		d->total = d->budget = d->headroom = d->leased = d->reserved = UINT64_MAX;
