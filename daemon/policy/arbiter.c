@@ -44,6 +44,12 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 	a->backend = backend;
 	a->evict_deadline_ms = res->evict_deadline_ms;
 	state_init(&a->state);
+	uv_timer_init(loop, &a->deadline_timer);
+	a->deadline_timer.data = a;
+	/* Deadlines belong to clients (and the grace period, which must not keep a stopping
+	 * daemon up): the timer never keeps the loop alive by itself. */
+	uv_unref((uv_handle_t *)&a->deadline_timer);
+	a->timer_ready = true;
 	if (n == 0) {
 		log_error("The %s backend reports no devices", backend_name(backend));
 		return -ENODEV;
@@ -144,6 +150,11 @@ int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
 
 void arbiter_finish(struct arbiter *a)
 {
+	if (a->timer_ready) {
+		uv_close((uv_handle_t *)&a->deadline_timer, NULL);
+		uv_run(a->loop, UV_RUN_DEFAULT);
+		a->timer_ready = false;
+	}
 	state_finish(&a->state);
 	if (a->backend)
 		a->backend->ops->destroy(a->backend);
@@ -489,11 +500,6 @@ static void grant(struct arbiter *a, struct holder *h, uint64_t request_id, stru
 	}
 }
 
-static void free_waiter(uv_handle_t *handle)
-{
-	free(handle->data);
-}
-
 static void waiter_drop(struct arbiter *a, struct waiter *w)
 {
 	struct holder *c = w->holder;
@@ -503,7 +509,12 @@ static void waiter_drop(struct arbiter *a, struct waiter *w)
 	c->waiter_count--;
 	if (w->model)
 		w->model->waiters--;
-	uv_close((uv_handle_t *)&w->timer, free_waiter);
+	state_waiter_unnumber(&a->state, w);
+	if (w->heap_slot) {
+		state_deadline_clear(&a->state, &w->heap_slot);
+		arbiter_deadlines_changed(a);
+	}
+	free(w);
 }
 
 /* waiter_fits says whether w could be granted now: the budget and residency agree. */
@@ -615,10 +626,9 @@ void arbiter_pump(struct arbiter *a)
 	a->pumping = false;
 }
 
-static void on_timeout(uv_timer_t *timer)
+/* timed_out refuses a waiting request whose timeout has passed. */
+static void timed_out(struct arbiter *a, struct waiter *w)
 {
-	struct waiter *w = timer->data;
-	struct arbiter *a = w->timer_ctx;
 	struct device *d = &a->state.devices[w->device];
 	struct refused r = {.device = w->device,
 			    .bytes = w->requested,
@@ -633,6 +643,49 @@ static void on_timeout(uv_timer_t *timer)
 	waiter_drop(a, w);
 	/* The queue's head may have changed: whoever is now first may fit. */
 	arbiter_pump(a);
+}
+
+/* on_deadline runs whatever deadlines have passed, earliest first, then arms the timer again. */
+static void on_deadline(uv_timer_t *timer)
+{
+	struct arbiter *a = timer->data;
+	uint64_t now = uv_now(a->loop);
+	struct heap_entry e;
+
+	while (state_deadline_due(&a->state, now, &e)) {
+		switch (e.kind) {
+		case DUE_WAITER: {
+			struct waiter *w = state_waiter_find(&a->state, e.id);
+
+			if (w) {
+				w->heap_slot = 0;
+				timed_out(a, w);
+			}
+			break;
+		}
+		case DUE_EVICTION:
+			residency_deadline(a, e.id);
+			break;
+		case DUE_GRACE:
+			adopt_grace_over(a);
+			break;
+		}
+	}
+	arbiter_deadlines_changed(a);
+}
+
+void arbiter_deadlines_changed(struct arbiter *a)
+{
+	uint64_t due = state_next_due(&a->state), now;
+
+	if (!a->timer_ready)
+		return;
+	if (due == UINT64_MAX) {
+		uv_timer_stop(&a->deadline_timer);
+		return;
+	}
+	now = uv_now(a->loop);
+	uv_timer_start(&a->deadline_timer, on_deadline, due > now ? due - now : 0, 0);
 }
 
 void arbiter_acquire(struct arbiter *a, struct client *c, uint64_t request_id,
@@ -757,13 +810,23 @@ void arbiter_admit(struct arbiter *a, const struct waiter *t)
 		return;
 	}
 	*w = *t;
-	w->seq = ++a->state.next_waiter_seq;
 	w->enqueued_ms = uv_now(a->loop);
-	uv_timer_init(a->loop, &w->timer);
-	w->timer.data = w;
-	w->timer_ctx = a;
-	if (w->timeout_ms > 0)
-		uv_timer_start(&w->timer, on_timeout, (uint64_t)w->timeout_ms, 0);
+	w->due_ms = w->timeout_ms > 0 ? w->enqueued_ms + (uint64_t)w->timeout_ms : UINT64_MAX;
+	w->heap_slot = 0;
+	if (state_waiter_number(&a->state, w) < 0) {
+		free(w);
+		client_reply_error(c, t->request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	if (w->timeout_ms > 0 &&
+	    state_deadline_set(&a->state, DUE_WAITER, w->seq, w->due_ms, &w->heap_slot) < 0) {
+		state_waiter_unnumber(&a->state, w);
+		free(w);
+		client_reply_error(c, t->request_id, -ENOMEM, "the daemon is out of memory");
+		return;
+	}
+	if (w->heap_slot)
+		arbiter_deadlines_changed(a);
 	queue_push(&d->queue, w);
 	TAILQ_INSERT_TAIL(&h->waiters, w, holder_link);
 	h->waiter_count++;

@@ -55,6 +55,9 @@ struct arbiter {
 	struct adopt *adopt;	/* records for a successor, and what a predecessor left (adopt.c) */
 	bool pumping;
 	bool pump_again;
+	/* The one timer for every deadline (state.deadlines), armed for the earliest. */
+	uv_timer_t deadline_timer;
+	bool timer_ready;
 };
 
 /*
@@ -74,7 +77,16 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 int arbiter_reconfigure(struct arbiter *a, const struct budget_config *cfgs,
 			const struct residency_config *res, char *why, size_t why_len);
 
-/* arbiter_finish destroys the backend; every client must be gone. */
+/*
+ * arbiter_deadlines_changed arms the deadline timer for the earliest deadline of the books
+ * (call it after any change to state.deadlines).
+ */
+void arbiter_deadlines_changed(struct arbiter *a);
+
+/*
+ * arbiter_finish closes the deadline timer (running the loop once for it) and destroys the
+ * backend; every client must be gone.
+ */
 void arbiter_finish(struct arbiter *a);
 
 /* arbiter_acquire grants, queues or denies a lease request and replies to it in due course. */

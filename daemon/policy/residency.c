@@ -208,7 +208,8 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 	struct lease *l, *next, *last;
 
 	if (m->evicting) {
-		uv_timer_stop(&m->deadline);
+		state_deadline_clear(&a->state, &m->heap_slot);
+		arbiter_deadlines_changed(a);
 		m->evicting = false;
 		m->evictions++;
 	}
@@ -250,12 +251,14 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 	arbiter_auto_trim(a, d);
 }
 
-static void on_deadline(uv_timer_t *timer)
+void residency_deadline(struct arbiter *a, uint64_t model_id)
 {
-	struct model *m = timer->data;
-	struct arbiter *a = m->timer_ctx;
+	struct model *m = residency_find(a, model_id);
 	char why[128];
 
+	if (!m || !m->evicting)
+		return;
+	m->heap_slot = 0; /* taken off already */
 	snprintf(why, sizeof(why), "did not unload within %.3g s of being asked",
 		 (double)a->evict_deadline_ms / 1000.0);
 	unload(a, m, why);
@@ -270,9 +273,17 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	Rocmmem__Wire__EvictRequest body = ROCMMEM__WIRE__EVICT_REQUEST__INIT;
 	char sz[SIZE_FORMAT_MAX], owner[128], who[128];
 
-	m->evicting = true;
 	m->evict_started_ms = uv_now(a->loop);
-	uv_timer_start(&m->deadline, on_deadline, a->evict_deadline_ms, 0);
+	m->evict_due_ms = m->evict_started_ms + a->evict_deadline_ms;
+	if (state_deadline_set(&a->state, DUE_EVICTION, m->id, m->evict_due_ms, &m->heap_slot) <
+	    0) {
+		/* Without a deadline an owner that never acks would hold the memory for good:
+		 * not asked now, planned again on the next change. */
+		log_error("Could not ask to unload model %" PRIu64 ": out of memory", m->id);
+		return;
+	}
+	arbiter_deadlines_changed(a);
+	m->evicting = true;
 	a->counters.evictions++;
 	body.has_model_id = true;
 	body.model_id = m->id;
@@ -543,9 +554,6 @@ struct model *residency_create(struct arbiter *a, struct client *c, uint64_t req
 	m->pinned = req->has_pinned && req->pinned;
 	m->last_used_ms = uv_now(a->loop);
 	m->generation = 1;
-	uv_timer_init(a->loop, &m->deadline);
-	m->deadline.data = m;
-	m->timer_ctx = a;
 	TAILQ_INSERT_TAIL(&c->holder->models, m, holder_link);
 	c->holder->model_count++;
 	TAILQ_INSERT_TAIL(&d->models, m, device_link);
@@ -663,18 +671,16 @@ void residency_resize(struct arbiter *a, struct client *c, uint64_t request_id,
 }
 
 /* model_destroy frees everything a model holds; its waiters must be gone. */
-static void free_model(uv_handle_t *handle)
-{
-	free(handle->data);
-}
-
 static void model_destroy(struct arbiter *a, struct model *m)
 {
 	struct device *d = &a->state.devices[m->device];
 	struct holder *c = m->owner;
 	struct lease *l;
 
-	uv_timer_stop(&m->deadline);
+	if (m->heap_slot) {
+		state_deadline_clear(&a->state, &m->heap_slot);
+		arbiter_deadlines_changed(a);
+	}
 	m->evicting = false;
 	if (m->reservation)
 		device_unreserve(d, m->reservation);
@@ -691,7 +697,7 @@ static void model_destroy(struct arbiter *a, struct model *m)
 	c->model_count--;
 	TAILQ_REMOVE(&d->models, m, device_link);
 	d->nmodels--;
-	uv_close((uv_handle_t *)&m->deadline, free_model);
+	free(m);
 }
 
 void residency_unregister(struct arbiter *a, struct client *c, uint64_t request_id,

@@ -50,6 +50,9 @@ void residency_admin_pin(struct arbiter *a, struct client *c, uint64_t request_i
 /* residency_holder_gone forgets h's models (their memory back) and its pending admin requests. */
 void residency_holder_gone(struct arbiter *a, struct holder *h);
 
+/* residency_deadline revokes the model whose owner did not unload it by its deadline. */
+void residency_deadline(struct arbiter *a, uint64_t model_id);
+
 /* residency_find returns the model with this id or NULL. */
 struct model *residency_find(const struct arbiter *a, uint64_t model_id);
 

@@ -54,8 +54,7 @@ struct adopt {
 	struct statefile file;
 	bool have_file;
 	uint64_t grace_ms;
-	uv_timer_t grace;
-	bool timer_init;
+	uint32_t grace_slot; /* the grace period's end in state.deadlines, 0: none */
 	bool grace_over;
 	struct pending_set leases, models;
 	size_t open;		   /* pending records not adopted or forgotten yet */
@@ -178,16 +177,14 @@ static void forget(struct adopt *ad, struct pending *p, bool is_lease, const cha
 			 (unsigned)p->rec.uid, why);
 }
 
-static void grace_closed(uv_handle_t *handle)
+void adopt_grace_over(struct arbiter *a)
 {
-	(void)handle;
-}
-
-static void on_grace(uv_timer_t *timer)
-{
-	struct adopt *ad = timer->data;
+	struct adopt *ad = a->adopt;
 	char why[96];
 
+	if (!ad)
+		return;
+	ad->grace_slot = 0; /* taken off already */
 	ad->grace_over = true;
 	snprintf(why, sizeof(why), "not re-declared within %.3g s of the start",
 		 (double)ad->grace_ms / 1000.0);
@@ -316,11 +313,6 @@ int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms)
 	err = load(ad);
 	if (err)
 		return err;
-	uv_timer_init(a->loop, &ad->grace);
-	ad->grace.data = ad;
-	ad->timer_init = true;
-	/* It must not keep a stopping daemon's loop alive: adopt_finish closes it. */
-	uv_unref((uv_handle_t *)&ad->grace);
 	if (ad->open == 0) {
 		log_debug("state file %s: nothing to take over", path);
 		return 0;
@@ -333,7 +325,10 @@ int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms)
 		 "reservation(s) (%s), accounted until re-declared or %.3g s pass",
 		 path, ad->leases.n, size_format(lease_bytes, sz1, sizeof(sz1)), ad->models.n,
 		 size_format(model_bytes, sz2, sizeof(sz2)), (double)grace_ms / 1000.0);
-	uv_timer_start(&ad->grace, on_grace, grace_ms, 0);
+	if (state_deadline_set(&a->state, DUE_GRACE, 0, uv_now(a->loop) + grace_ms,
+			       &ad->grace_slot) < 0)
+		return -ENOMEM;
+	arbiter_deadlines_changed(a);
 	return 0;
 }
 
@@ -347,10 +342,7 @@ void adopt_finish(struct arbiter *a, bool clean)
 		forget(ad, &ad->leases.v[i], true, NULL);
 	for (size_t i = 0; i < ad->models.n; i++)
 		forget(ad, &ad->models.v[i], false, NULL);
-	if (ad->timer_init) {
-		uv_close((uv_handle_t *)&ad->grace, grace_closed);
-		uv_run(a->loop, UV_RUN_DEFAULT);
-	}
+	state_deadline_clear(&a->state, &ad->grace_slot);
 	if (ad->have_file)
 		statefile_close(&ad->file, clean);
 	free(ad->leases.v);
@@ -912,8 +904,10 @@ void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_
 			forgotten++;
 		}
 	}
-	if (ad && ad->open == 0 && ad->timer_init)
-		uv_timer_stop(&ad->grace);
+	if (ad && ad->open == 0 && ad->grace_slot) {
+		state_deadline_clear(&a->state, &ad->grace_slot);
+		arbiter_deadlines_changed(a);
+	}
 	log_debug("connection %" PRIu64 " re-declared what it holds; %u record(s) forgotten", c->id,
 		  forgotten);
 	client_reply_ok(c, request_id);
@@ -1002,8 +996,10 @@ uint64_t adopt_awaiting_bytes(const struct arbiter *a, unsigned device)
 uint64_t adopt_grace_left_ms(const struct arbiter *a)
 {
 	const struct adopt *ad = a->adopt;
+	const struct heap_entry *e = ad ? heap_get(&a->state.deadlines, ad->grace_slot) : NULL;
+	uint64_t now = uv_now(a->loop);
 
-	if (!ad || !ad->timer_init || ad->grace_over || ad->open == 0)
+	if (!e || ad->grace_over || ad->open == 0)
 		return 0;
-	return uv_timer_get_due_in(&ad->grace);
+	return e->due_ms > now ? e->due_ms - now : 0;
 }

@@ -39,9 +39,11 @@ int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms);
 /*
  * adopt_finish forgets what was never re-declared and closes the state file once the loop
  * has run out (every client gone); clean (a graceful stop: every lease reclaimed) removes it.
- * Runs the loop once more to close its timer.
  */
 void adopt_finish(struct arbiter *a, bool clean);
+
+/* adopt_grace_over forgets what was not re-declared in time (the grace deadline passed). */
+void adopt_grace_over(struct arbiter *a);
 
 /* Kept current by the arbiter and residency: grants, releases, model registrations and
  * reservations. Cheap: a few stores into the mapped file. */

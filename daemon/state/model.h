@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
-#include <uv.h>
 
 #include "base/idtable.h"
 #include "version.h"
@@ -50,9 +49,9 @@ struct model {
 	/* An administrator's evict request, answered when the eviction is done. */
 	uint64_t evict_requester; /* the administrator's holder id, 0: none */
 	uint64_t evict_request_id;
-	uint32_t state_slot; /* its reservation's record in the state file (adopt.c), 0: none */
-	uv_timer_t deadline; /* the eviction deadline; its close callback frees the model */
-	void *timer_ctx;     /* what the deadline's callback works on */
+	uint32_t state_slot;   /* its reservation's record in the state file (adopt.c), 0: none */
+	uint64_t evict_due_ms; /* while evicting: when it is revoked without an ack */
+	uint32_t heap_slot;    /* that deadline in state.deadlines, 0: none */
 	TAILQ_ENTRY(model) holder_link;
 	TAILQ_ENTRY(model) device_link;
 };

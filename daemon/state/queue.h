@@ -4,9 +4,9 @@
 #define ROCMMEMD_QUEUE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
-#include <uv.h>
 
 #include "version.h"
 
@@ -28,7 +28,7 @@ struct waiter {
 	TAILQ_ENTRY(waiter) holder_link;
 	struct holder *holder;
 	uint64_t request_id;
-	uint64_t seq; /* daemon-wide arrival number */
+	uint64_t seq; /* daemon-wide arrival number (state_waiter_number) */
 	unsigned device;
 	uint64_t size;	    /* bytes it needs, rounded (model requests: see residency_need) */
 	uint64_t requested; /* as asked */
@@ -36,8 +36,8 @@ struct waiter {
 	int64_t timeout_ms; /* < 0: no limit */
 	uint64_t enqueued_ms;
 	char tag[ROCMMEM_NAME_MAX + 1];
-	uv_timer_t timer; /* fires at the deadline; its close callback frees the waiter */
-	void *timer_ctx;  /* what the timer's callback works on */
+	uint64_t due_ms;    /* enqueued_ms + timeout_ms (UINT64_MAX: no limit) */
+	uint32_t heap_slot; /* its deadline in state.deadlines, 0: none */
 };
 
 TAILQ_HEAD(waiter_list, waiter);

@@ -13,6 +13,8 @@ void state_init(struct state *s)
 	idtable_init(&s->models);
 	idtable_init(&s->holders);
 	uid_accounts_init(&s->uids);
+	idtable_init(&s->waiters);
+	heap_init(&s->deadlines);
 }
 
 void state_finish(struct state *s)
@@ -21,6 +23,8 @@ void state_finish(struct state *s)
 	idtable_finish(&s->models);
 	idtable_finish(&s->holders);
 	uid_accounts_finish(&s->uids);
+	idtable_finish(&s->waiters);
+	heap_finish(&s->deadlines);
 }
 
 int state_holder_add(struct state *s, struct identity *who, uint64_t now_ms, struct holder **out)
@@ -108,4 +112,52 @@ void state_lease_unlink(struct state *s, struct lease *l)
 	h->lease_count--;
 	h->leased_bytes -= l->size;
 	h->device_bytes[l->device] -= l->size;
+}
+
+int state_waiter_number(struct state *s, struct waiter *w)
+{
+	return idtable_add(&s->waiters, w, &w->seq);
+}
+
+void state_waiter_unnumber(struct state *s, struct waiter *w)
+{
+	idtable_remove(&s->waiters, w->seq);
+}
+
+struct waiter *state_waiter_find(const struct state *s, uint64_t seq)
+{
+	return idtable_find(&s->waiters, seq);
+}
+
+int state_deadline_set(struct state *s, enum deadline_kind kind, uint64_t id, uint64_t due_ms,
+		       uint32_t *slot)
+{
+	struct heap_entry e = {.due_ms = due_ms, .kind = kind, .id = id};
+
+	if (*slot && heap_update(&s->deadlines, *slot, due_ms) == 0)
+		return 0;
+	return heap_push(&s->deadlines, &e, slot);
+}
+
+void state_deadline_clear(struct state *s, uint32_t *slot)
+{
+	if (*slot)
+		heap_remove(&s->deadlines, *slot);
+	*slot = 0;
+}
+
+uint64_t state_next_due(const struct state *s)
+{
+	const struct heap_entry *e = heap_top(&s->deadlines, NULL);
+
+	return e ? e->due_ms : UINT64_MAX;
+}
+
+bool state_deadline_due(struct state *s, uint64_t now_ms, struct heap_entry *out)
+{
+	const struct heap_entry *e = heap_top(&s->deadlines, NULL);
+
+	if (!e || e->due_ms > now_ms)
+		return false;
+	return heap_pop(&s->deadlines, out);
 }

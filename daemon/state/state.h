@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/heap.h"
 #include "base/idtable.h"
 #include "device.h"
 #include "holder.h"
@@ -18,6 +19,13 @@
 #include "platform/backend/backend.h"
 #include "queue.h"
 
+/* What a deadline in state.deadlines is for; its id says which one. */
+enum deadline_kind {
+	DUE_WAITER = 1, /* a waiting request's timeout (id: its arrival number) */
+	DUE_EVICTION,	/* an owner's time to unload a model (id: the model's) */
+	DUE_GRACE,	/* after a restart, the time to re-declare (id: 0) */
+};
+
 struct state {
 	struct device devices[BACKEND_MAX_DEVICES];
 	unsigned ndevices;
@@ -25,7 +33,8 @@ struct state {
 	struct idtable models;
 	struct idtable holders;	  /* by id, which is also its connection's */
 	struct uid_accounts uids; /* per uid: its holders (quotas, connections per uid) */
-	uint64_t next_waiter_seq; /* arrival numbers of waiting requests */
+	struct idtable waiters;	  /* waiting requests by arrival number */
+	struct heap deadlines;	  /* every deadline: timeouts, evictions, the grace period */
 };
 
 /* state_init sets up empty books (no device yet). */
@@ -71,5 +80,33 @@ void state_lease_link(struct state *s, struct holder *h, struct lease *l, uint64
  * accounting and the allocation are the caller's.
  */
 void state_lease_unlink(struct state *s, struct lease *l);
+
+/*
+ * state_waiter_number gives w its arrival number (w->seq) and indexes it. Returns 0, -ENOMEM
+ * or -EOVERFLOW. state_waiter_unnumber forgets it.
+ */
+int state_waiter_number(struct state *s, struct waiter *w);
+void state_waiter_unnumber(struct state *s, struct waiter *w);
+
+/* state_waiter_find returns the waiting request with this arrival number, or NULL. */
+struct waiter *state_waiter_find(const struct state *s, uint64_t seq);
+
+/*
+ * state_deadline_set sets the deadline of (kind, id) to due_ms: a new one when *slot is 0
+ * (its handle stored in *slot), else the one *slot names moves. Returns 0 or -ENOMEM.
+ * state_deadline_clear removes the one *slot names, if any, and sets *slot to 0.
+ */
+int state_deadline_set(struct state *s, enum deadline_kind kind, uint64_t id, uint64_t due_ms,
+		       uint32_t *slot);
+void state_deadline_clear(struct state *s, uint32_t *slot);
+
+/* state_next_due is the earliest deadline, or UINT64_MAX when there is none. */
+uint64_t state_next_due(const struct state *s);
+
+/*
+ * state_deadline_due takes the earliest deadline off if it is due at now_ms, into *out
+ * (whose owner must forget its slot). Returns false when none is due.
+ */
+bool state_deadline_due(struct state *s, uint64_t now_ms, struct heap_entry *out);
 
 #endif
