@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <uv.h>
 
 #include "service/adopt.h"
@@ -133,6 +134,21 @@ static bool host_fallback_refused(void)
 	return true;
 }
 
+/* The service's clock: the loop's time, and the wall clock events carry. */
+static uint64_t loop_ms(void *ctx)
+{
+	return uv_now(ctx);
+}
+
+static uint64_t wall_ms(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void log_leftover(uv_handle_t *handle, void *arg)
 {
 	(void)arg;
@@ -151,6 +167,7 @@ static int run(struct settings *settings)
 	struct backend *backend = NULL;
 	const struct options *opts = &settings->current;
 	struct signals sig;
+	struct svc_clock clock = {.mono_ms = loop_ms, .real_ms = wall_ms};
 	sigset_t stop_signals;
 	struct server *s;
 	uv_loop_t loop;
@@ -228,7 +245,8 @@ static int run(struct settings *settings)
 			 "is ignored");
 	if (settings->found)
 		log_info("configuration read from %s", settings->path);
-	rc = arbiter_init(&s->arbiter, s, &loop, backend, budgets, &residency);
+	clock.ctx = &loop;
+	rc = arbiter_init(&s->arbiter, s, &loop, backend, budgets, &residency, &clock);
 	if (rc < 0) {
 		s->arbiter.backend = backend;
 		arbiter_finish(&s->arbiter);
@@ -236,7 +254,13 @@ static int run(struct settings *settings)
 		free(s);
 		return rc == -EINVAL ? ROCMMEMD_EXIT_USAGE : ROCMMEMD_EXIT_FAILURE;
 	}
+	/* What happens is told to the log first, then counted, kept (denials) and streamed. */
+	eventlog_subscribe(&s->arbiter.eventlog, &s->arbiter.bus);
+	counters_subscribe(&s->arbiter.counters, &s->arbiter.bus);
+	denials_subscribe(&s->arbiter.denials, &s->arbiter.bus);
 	rc = feed_init(&s->feed, s, &loop);
+	if (rc == 0)
+		rc = feed_subscribe_bus(&s->feed, &s->arbiter.bus);
 	if (rc == 0)
 		rc = server_listen(s, &loop, path);
 	if (rc < 0) {

@@ -16,7 +16,7 @@
 
 #include "service/adopt.h"
 #include "policy/arbiter.h"
-#include "service/events.h"
+#include "service/bus.h"
 #include "feed.h"
 #include "base/log.h"
 #include "service/metrics.h"
@@ -192,19 +192,17 @@ void client_destroy(struct client *c)
 	arbiter_holder_gone(&s->arbiter, h);
 	free_outq(c);
 	if (c->greeted) {
-		struct event e = {
-		    .type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_DISCONNECTED,
-		    .holder = h,
-		    .bytes = leased};
+		struct bus_event e = {
+		    .type = BUS_CLIENT_DISCONNECTED, .holder = h, .bytes = leased};
 
 		if (leases)
-			event_emit(s, &e, LOG_LEVEL_INFO,
-				   "client %s disconnected; reclaimed %s in %u lease(s)",
-				   holder_label(h, label, sizeof(label)),
-				   size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
+			bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_INFO,
+				  "client %s disconnected; reclaimed %s in %u lease(s)",
+				  holder_label(h, label, sizeof(label)),
+				  size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
 		else
-			event_emit(s, &e, LOG_LEVEL_DEBUG, "client %s disconnected",
-				   holder_label(h, label, sizeof(label)));
+			bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_DEBUG, "client %s disconnected",
+				  holder_label(h, label, sizeof(label)));
 	}
 	c->holder = NULL;
 	state_holder_free(h);
@@ -465,15 +463,13 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
 	reply.hello = &body;
 	client_reply(c, &reply, NULL, 0);
-	s->arbiter.counters.connections++;
 	{
-		struct event e = {.type =
-				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
-				  .holder = c->holder};
+		struct bus_event e = {.type = BUS_CLIENT_CONNECTED, .holder = c->holder};
 
-		event_emit(
-		    s, &e, LOG_LEVEL_DEBUG, "client %s connected (uid %u, connection %" PRIu64 ")",
-		    client_label(c, label, sizeof(label)), (unsigned)c->holder->who.uid, c->id);
+		bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_DEBUG,
+			  "client %s connected (uid %u, connection %" PRIu64 ")",
+			  client_label(c, label, sizeof(label)), (unsigned)c->holder->who.uid,
+			  c->id);
 	}
 }
 

@@ -11,15 +11,25 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "client.h"
-#include "service/events.h"
 #include "base/log.h"
+#include "client.h"
+#include "service/bus.h"
 #include "policy/quota.h"
 #include "report.h"
 #include "server.h"
 #include "text.h"
 #include "wire.h"
+
+/* realtime_ms is the wall-clock time a sample carries. */
+static uint64_t realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* Protobuf wire format: a field's key is (number << 3) | type. */
 #define WIRETYPE_VARINT 0u
@@ -176,7 +186,7 @@ static int pack_sample(struct feed *f, const struct ranked *clients, size_t ncli
 	size_t len;
 
 	st.has_timestamp_ms = true;
-	st.timestamp_ms = event_realtime_ms();
+	st.timestamp_ms = realtime_ms();
 	st.has_uptime_ms = true;
 	st.uptime_ms = server_uptime_ms(s);
 	for (unsigned i = 0; i < a->state.ndevices; i++) {
@@ -411,18 +421,51 @@ void feed_client_writable(struct feed *f, struct client *c)
 	}
 }
 
-void feed_publish(struct feed *f, const struct event *e, const char *detail)
+/* The bus's types below BUS_OWN are the wire's event types. */
+_Static_assert((int)BUS_LEASE_GRANTED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED,
+	       "event types");
+_Static_assert((int)BUS_LEASE_DENIED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_DENIED,
+	       "event types");
+_Static_assert((int)BUS_LEASE_RELEASED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED,
+	       "event types");
+_Static_assert((int)BUS_EVICT_REQUESTED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_REQUESTED,
+	       "event types");
+_Static_assert((int)BUS_EVICT_ACKED == (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_ACKED,
+	       "event types");
+_Static_assert((int)BUS_REVOKED == (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_REVOKED,
+	       "event types");
+_Static_assert((int)BUS_TRIM_DONE == (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_TRIM_DONE,
+	       "event types");
+_Static_assert((int)BUS_CLIENT_CONNECTED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
+	       "event types");
+_Static_assert((int)BUS_CLIENT_DISCONNECTED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_DISCONNECTED,
+	       "event types");
+_Static_assert((int)BUS_MODEL_LOADED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_MODEL_LOADED,
+	       "event types");
+
+/* publish numbers e (with its sentence) and sends it to every event subscriber soon. */
+static void publish(void *ctx, const struct bus_event *e, const char *detail, uint64_t mono_ms,
+		    uint64_t real_ms)
 {
 	Rocmmem__Wire__TelemetryEvent ev = ROCMMEM__WIRE__TELEMETRY_EVENT__INIT;
+	struct feed *f = ctx;
 	struct feed_slot *slot;
 	char text[FEED_EVENT_MAX - 512];
 
-	if (f->nlisteners == 0 || !f->ring)
+	(void)mono_ms;
+	if (e->type >= BUS_OWN || f->nlisteners == 0 || !f->ring)
 		return;
 	ev.has_type = true;
-	ev.type = e->type;
+	ev.type = (Rocmmem__Wire__TelemetryEventType)e->type;
 	ev.has_timestamp_ms = true;
-	ev.timestamp_ms = event_realtime_ms();
+	ev.timestamp_ms = real_ms;
 	if (e->holder) {
 		ev.has_pid = true;
 		ev.pid = (int32_t)e->holder->who.pid;
@@ -633,4 +676,11 @@ void feed_finish(struct feed *f)
 	free(f->packet);
 	f->ring = NULL;
 	f->sample = f->packet = NULL;
+}
+
+int feed_subscribe_bus(struct feed *f, struct bus *b)
+{
+	struct bus_subscriber s = {.ctx = f, .event = publish};
+
+	return bus_subscribe(b, &s);
 }

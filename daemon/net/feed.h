@@ -15,9 +15,9 @@
 
 #include "rocmmem.pb-c.h"
 
+struct bus;
 struct server;
 struct client;
-struct event;
 
 #define FEED_MIN_INTERVAL_MS 10u
 #define FEED_MAX_INTERVAL_MS 60000u
@@ -97,8 +97,11 @@ void feed_client_gone(struct feed *f, struct client *c);
 /* feed_client_writable sends c the events it fell behind on, now that its socket drains. */
 void feed_client_writable(struct feed *f, struct client *c);
 
-/* feed_publish numbers e (with its message) and sends it to every event subscriber soon. */
-void feed_publish(struct feed *f, const struct event *e, const char *detail);
+/*
+ * feed_subscribe_bus has the feed take every event of b the wire knows: numbered with its
+ * sentence and sent to every event subscriber soon. Returns 0 or -ENOSPC.
+ */
+int feed_subscribe_bus(struct feed *f, struct bus *b);
 
 /*
  * feed_frame writes ServerMessage{event{seq, <field>: body + extra}} to out: body is a packed

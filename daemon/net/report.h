@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "rocmmem.pb-c.h"
+#include "service/denials.h"
 #include "platform/telemetry/telemetry.h"
 
 struct server;
@@ -32,5 +33,15 @@ void report_device(struct report_device *o, const struct server *s, const struct
 void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *h, uint64_t now_ms);
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now_ms);
 void report_counters(Rocmmem__Wire__Counters *o, const struct counters *k);
+
+/* Wire messages for a status reply, pointing into a struct denials. */
+struct denials_wire {
+	Rocmmem__Wire__Denial items[DENIALS_KEEP];
+	Rocmmem__Wire__Denial *ptrs[DENIALS_KEEP];
+};
+
+/* denials_fill lists the kept refusals oldest first into w and points *items at them. */
+void denials_fill(const struct denials *ring, struct denials_wire *w, size_t *n,
+		  Rocmmem__Wire__Denial ***items);
 
 #endif

@@ -236,7 +236,6 @@ static void refuse_connection(struct server *s, int fd, int err, const char *tex
  */
 static int admit(struct server *s, int fd, const struct identity *p)
 {
-	unsigned long long held;
 	char text[256];
 
 	if (s->client_count >= s->limits.max_clients) {
@@ -253,12 +252,14 @@ static int admit(struct server *s, int fd, const struct identity *p)
 			 "uid %u is not allowed to use this rocmmemd: neither it nor any of its "
 			 "groups is among allowed_users and allowed_groups",
 			 (unsigned)p->uid);
-		s->access_tally.peers_refused++;
-		if (log_ratelimit_pass(&s->access_tally.log, uv_now(s->loop), &held))
-			log_warn("refused a connection from pid %d uid %u gid %u: not an allowed "
-				 "user or group%s",
-				 (int)p->pid, (unsigned)p->uid, (unsigned)p->gid,
-				 held ? " (and earlier refusals not logged)" : "");
+		{
+			struct bus_event e = {.type = BUS_ACCESS_REFUSED, .flags = BUS_PEER};
+
+			bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_WARN,
+				  "refused a connection from pid %d uid %u gid %u: not an allowed "
+				  "user or group",
+				  (int)p->pid, (unsigned)p->uid, (unsigned)p->gid);
+		}
 		refuse_connection(s, fd, -EPERM, text);
 		return -EPERM;
 	}
@@ -324,7 +325,7 @@ static int shed_connection(struct server *s, int err)
 			 k.limit, s->client_count, s->quota.fd_leases);
 		refuse_connection(s, fd, -EMFILE, text);
 		close(fd);
-		s->quota.hits[LIMIT_DESCRIPTORS]++;
+		quota_hit(s, LIMIT_DESCRIPTORS, NULL);
 		note_accept_failure(s, err, "refused it with the spare descriptor");
 	}
 	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

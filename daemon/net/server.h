@@ -67,10 +67,9 @@ struct server {
 	struct feed feed;
 	struct limits limits;
 	struct socket_access socket_access;
-	struct access_policy access;	  /* who may connect, who administers */
-	struct access_tally access_tally; /* what the policy refused */
-	struct quota quota;		  /* limits hit, descriptors */
-	struct handshake handshake;	  /* connections yet to say hello */
+	struct access_policy access; /* who may connect, who administers */
+	struct quota quota;	     /* limits hit, descriptors */
+	struct handshake handshake;  /* connections yet to say hello */
 	uint64_t start_ms;
 	bool stopping; /* set by server_stop: draining, then gone */
 	bool draining; /* clients still holding memory get until drain_timer to let go */

@@ -164,8 +164,8 @@ static void send_part(struct client *c, bool first)
 		st.limits = part.limits.ptrs;
 		rocmmem__wire__access_info__init(&part.access);
 		part.access.has_peers_refused = part.access.has_requests_refused = true;
-		part.access.peers_refused = s->access_tally.peers_refused;
-		part.access.requests_refused = s->access_tally.requests_refused;
+		part.access.peers_refused = a->counters.peers_refused;
+		part.access.requests_refused = a->counters.requests_refused;
 		st.access = &part.access;
 		fill_awaiting(a, &st);
 	}

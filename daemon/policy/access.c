@@ -8,6 +8,7 @@
 
 #include "net/client.h"
 #include "net/server.h"
+#include "service/bus.h"
 
 bool access_in_group(const struct identity *who, gid_t gid)
 {
@@ -51,23 +52,14 @@ bool access_is_admin(const struct access_policy *pol, const struct identity *who
 
 void access_refuse(struct client *c, uint64_t request_id, const char *fmt, ...)
 {
-	struct server *s = c->server;
-	unsigned long long held;
+	struct bus_event e = {.type = BUS_ACCESS_REFUSED, .holder = c->holder};
 	char text[512], label[128];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	s->access_tally.requests_refused++;
-	if (log_ratelimit_pass(&s->access_tally.log, uv_now(s->loop), &held)) {
-		if (held)
-			log_warn("refused %s (uid %u): %s (and %llu refusal(s) not logged)",
-				 client_label(c, label, sizeof(label)),
-				 (unsigned)c->holder->who.uid, text, held);
-		else
-			log_warn("refused %s (uid %u): %s", client_label(c, label, sizeof(label)),
-				 (unsigned)c->holder->who.uid, text);
-	}
+	bus_emitf(&c->server->arbiter.bus, &e, LOG_LEVEL_WARN, "refused %s (uid %u): %s",
+		  client_label(c, label, sizeof(label)), (unsigned)c->holder->who.uid, text);
 	client_reply_error(c, request_id, -EPERM, "%s", text);
 }

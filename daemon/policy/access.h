@@ -26,13 +26,6 @@ struct access_policy {
 	char admin_group_name[64];
 };
 
-/* Refusals the policy caused since the start, for status and metrics. */
-struct access_tally {
-	uint64_t peers_refused;	   /* connections from users and groups not allowed */
-	uint64_t requests_refused; /* requests refused with -EPERM: not the owner, not an admin */
-	struct log_ratelimit log;  /* the log lines saying so */
-};
-
 /* access_in_group says whether the primary or a supplementary group of who is gid. */
 bool access_in_group(const struct identity *who, gid_t gid);
 
@@ -50,7 +43,7 @@ struct client;
 
 /*
  * access_refuse answers a request the client may not make with -EPERM and the message fmt
- * says, logs it (rate-limited: a client can cause this at will) and counts it.
+ * says, and tells the bus (logged rate-limited, since a client can cause it at will; counted).
  */
 void access_refuse(struct client *c, uint64_t request_id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

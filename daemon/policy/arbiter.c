@@ -12,7 +12,7 @@
 
 #include "service/adopt.h"
 #include "net/client.h"
-#include "service/events.h"
+#include "service/bus.h"
 #include "explain.h"
 #include "platform/job.h"
 #include "base/log.h"
@@ -34,7 +34,8 @@ static void log_rules(const struct device *d)
 }
 
 int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
-		 const struct budget_config *cfgs, const struct residency_config *res)
+		 const struct budget_config *cfgs, const struct residency_config *res,
+		 const struct svc_clock *clock)
 {
 	unsigned n = backend->ops->device_count(backend);
 
@@ -43,6 +44,8 @@ int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct ba
 	a->loop = loop;
 	a->backend = backend;
 	a->evict_deadline_ms = res->evict_deadline_ms;
+	a->clock = clock;
+	bus_init(&a->bus, clock);
 	state_init(&a->state);
 	uv_timer_init(loop, &a->deadline_timer);
 	a->deadline_timer.data = a;
@@ -167,6 +170,7 @@ struct refused {
 	uint64_t bytes;
 	const struct model *model;
 	uint64_t waited_ms;
+	bool failed; /* the backend refused the allocation */
 };
 
 static void deny(struct arbiter *a, struct holder *h, uint64_t request_id, int err,
@@ -182,31 +186,28 @@ static void deny(struct arbiter *a, struct holder *h, uint64_t request_id, int e
 		 const struct refused *r, const char *fmt, ...)
 {
 	struct client *c = arbiter_conn(a, h);
-	struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_DENIED,
-			  .holder = h,
-			  .has_device = true,
-			  .device = r->device,
-			  .bytes = r->bytes,
-			  .waited_ms = r->waited_ms,
-			  .error = err};
+	struct bus_event e = {.type = BUS_LEASE_DENIED,
+			      .holder = h,
+			      .has_device = true,
+			      .device = r->device,
+			      .bytes = r->bytes,
+			      .waited_ms = r->waited_ms,
+			      .error = err,
+			      .flags = r->failed ? BUS_FAILED : 0};
 	char why[DENIAL_REASON_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (err == -ETIMEDOUT)
-		a->counters.timeouts++;
-	else
-		a->counters.denials++;
 	if (r->model) {
 		e.model_id = r->model->id;
 		e.model_name = r->model->name;
 		client_reply_error(c, request_id, err, "model '%s': %s", r->model->name, why);
-		event_emit(a->server, &e, LOG_LEVEL_WARN, "model '%s': %s", r->model->name, why);
+		bus_emitf(&a->bus, &e, LOG_LEVEL_WARN, "model '%s': %s", r->model->name, why);
 	} else {
 		client_reply_error(c, request_id, err, "%s", why);
-		event_emit(a->server, &e, LOG_LEVEL_WARN, "%s", why);
+		bus_emitf(&a->bus, &e, LOG_LEVEL_WARN, "%s", why);
 	}
 }
 
@@ -286,30 +287,31 @@ void arbiter_free_allocation(struct arbiter *a, unsigned device, const struct ba
 	free_allocation(a, device, alloc);
 }
 
-void arbiter_lease_event(struct event *e, const struct lease *l,
-			 Rocmmem__Wire__TelemetryEventType type)
+void arbiter_lease_event(struct bus_event *e, const struct lease *l, enum bus_type type)
 {
-	*e = (struct event){.type = type,
-			    .holder = l->owner,
-			    .has_device = true,
-			    .device = l->device,
-			    .bytes = l->size,
-			    .lease_id = l->id,
-			    .model_id = l->model ? l->model->id : 0,
-			    .model_name = l->model ? l->model->name : NULL};
+	*e = (struct bus_event){.type = type,
+				.holder = l->owner,
+				.has_device = true,
+				.device = l->device,
+				.bytes = l->size,
+				.lease_id = l->id,
+				.model_id = l->model ? l->model->id : 0,
+				.model_name = l->model ? l->model->name : NULL};
 }
 
 /* released tells the log and subscribers that l is going back (how: "released", "reclaimed"). */
 static void released(struct arbiter *a, const struct lease *l, enum log_level level,
 		     const char *how)
 {
-	struct event e;
+	struct bus_event e;
 	char sz[SIZE_FORMAT_MAX], who[128];
 
-	arbiter_lease_event(&e, l, ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED);
-	event_emit(a->server, &e, level, "%s lease %" PRIu64 " (%s on device %u) of %s", how, l->id,
-		   size_format(l->size, sz, sizeof(sz)), l->device,
-		   holder_label(l->owner, who, sizeof(who)));
+	arbiter_lease_event(&e, l, BUS_LEASE_RELEASED);
+	if (strcmp(how, "reclaimed") == 0)
+		e.flags = BUS_RECLAIMED;
+	bus_emitf(&a->bus, &e, level, "%s lease %" PRIu64 " (%s on device %u) of %s", how, l->id,
+		  size_format(l->size, sz, sizeof(sz)), l->device,
+		  holder_label(l->owner, who, sizeof(who)));
 }
 
 struct client *arbiter_conn(const struct arbiter *a, const struct holder *h)
@@ -395,16 +397,20 @@ static void grant_done(struct job *job)
 		    .device = d->index, .bytes = job->size, .waited_ms = g->waited_ms};
 
 		device_uncharge(d, job->size);
-		a->counters.failures++;
-		if (!c)
-			log_warn("Could not allocate %s on device %u for %s: %s",
-				 size_format(job->size, sz, sizeof(sz)), d->index, g->who,
-				 job->why[0] ? job->why : strerror(-job->err));
-		else
+		if (!c) {
+			struct bus_event e = {.type = BUS_ALLOC_FAILED};
+
+			bus_emitf(&a->bus, &e, LOG_LEVEL_WARN,
+				  "Could not allocate %s on device %u for %s: %s",
+				  size_format(job->size, sz, sizeof(sz)), d->index, g->who,
+				  job->why[0] ? job->why : strerror(-job->err));
+		} else {
+			r.failed = true;
 			deny(a, c, g->request_id, job->err, &r,
 			     "Could not allocate %s on device %u (%s): %s",
 			     size_format(job->size, sz, sizeof(sz)), d->index, d->name,
 			     job->why[0] ? job->why : strerror(-job->err));
+		}
 		if (job->err == -ENODEV)
 			arbiter_device_lost(a, d->index, job->why[0] ? job->why : "device gone");
 		/* The charge is free again: a request queued behind this one may fit now. */
@@ -434,19 +440,17 @@ static void grant_done(struct job *job)
 	memcpy(l->tag, g->tag, sizeof(l->tag));
 	state_lease_link(&a->state, c, l, g->model_id, uv_now(a->loop));
 	adopt_lease_granted(a, l);
-	a->counters.grants++;
 	{
-		struct event e;
+		struct bus_event e;
 
-		arbiter_lease_event(&e, l,
-				    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED);
+		arbiter_lease_event(&e, l, BUS_LEASE_GRANTED);
 		e.waited_ms = g->waited_ms;
-		event_emit(a->server, &e, LOG_LEVEL_DEBUG,
-			   "granted lease %" PRIu64
-			   " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
-			   l->id, size_format(l->size, sz, sizeof(sz)), d->index,
-			   backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "",
-			   l->tag, holder_label(c, who, sizeof(who)), g->waited_ms);
+		bus_emitf(&a->bus, &e, LOG_LEVEL_DEBUG,
+			  "granted lease %" PRIu64 " (%s on device %u, %s%s%s) to %s after %" PRIu64
+			  " ms",
+			  l->id, size_format(l->size, sz, sizeof(sz)), d->index,
+			  backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "",
+			  l->tag, holder_label(c, who, sizeof(who)), g->waited_ms);
 	}
 	reply_grant(a, c, g->request_id, l, g->waited_ms);
 	/* Exported for this grant only: the client has its own copies now. */
@@ -573,12 +577,18 @@ static bool bypass(struct arbiter *a, struct device *d, struct waiter *head)
 			w->holder->queue_mark = 0; /* its later requests stay behind this one */
 			continue;
 		}
-		a->counters.bypasses++;
-		log_debug("granting %s on device %u to %s ahead of %s, which waits for memory it "
-			  "holds in use (%" PRIu64 " bypasses)",
-			  size_format(w->size, sz, sizeof(sz)), d->index,
-			  holder_label(w->holder, who, sizeof(who)),
-			  holder_label(head->holder, whom, sizeof(whom)), a->counters.bypasses);
+		{
+			struct bus_event e = {.type = BUS_BYPASS, .holder = w->holder};
+
+			/* The count in the line is this bypass's: the counters see it next. */
+			bus_emitf(&a->bus, &e, LOG_LEVEL_DEBUG,
+				  "granting %s on device %u to %s ahead of %s, which waits for "
+				  "memory it holds in use (%" PRIu64 " bypasses)",
+				  size_format(w->size, sz, sizeof(sz)), d->index,
+				  holder_label(w->holder, who, sizeof(who)),
+				  holder_label(head->holder, whom, sizeof(whom)),
+				  a->counters.bypasses + 1);
+		}
 		copy = *w;
 		waiter_drop(a, w);
 		grant_waiter(a, &copy, uv_now(a->loop) - copy.enqueued_ms);
@@ -861,7 +871,6 @@ void arbiter_release(struct arbiter *a, struct client *c, uint64_t request_id, u
 	}
 	released(a, l, LOG_LEVEL_DEBUG, "released");
 	arbiter_lease_destroy(a, l);
-	a->counters.releases++;
 	client_reply_ok(c, request_id);
 	arbiter_pump(a);
 }
@@ -877,7 +886,6 @@ void arbiter_holder_gone(struct arbiter *a, struct holder *c)
 		/* One line for them all follows from the disconnect; each one for subscribers. */
 		released(a, l, LOG_LEVEL_DEBUG, "reclaimed");
 		arbiter_lease_destroy(a, l);
-		a->counters.reclaimed++;
 	}
 	residency_holder_gone(a, c);
 	arbiter_pump(a);
@@ -940,20 +948,18 @@ static void trim_done(struct job *job)
 	if (job->err && job->err != -ENOTSUP)
 		t->err = job->err;
 	t->released += job->released;
-	a->counters.trims++;
-	a->counters.bytes_trimmed += job->released;
 	{
-		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_TRIM_DONE,
-				  .holder =
-				      t->holder ? state_holder_find(&a->state, t->holder) : NULL,
-				  .has_device = true,
-				  .device = d->index,
-				  .bytes = job->released};
+		struct bus_event e = {.type = BUS_TRIM_DONE,
+				      .holder = t->holder ? state_holder_find(&a->state, t->holder)
+							  : NULL,
+				      .has_device = true,
+				      .device = d->index,
+				      .bytes = job->released};
 
 		/* A trim that found nothing is worth a line only when debugging. */
-		event_emit(a->server, &e, job->released ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
-			   "trimmed %s on device %u%s", size_format(job->released, sz, sizeof(sz)),
-			   d->index, t->holder ? " on request" : "");
+		bus_emitf(&a->bus, &e, job->released ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+			  "trimmed %s on device %u%s", size_format(job->released, sz, sizeof(sz)),
+			  d->index, t->holder ? " on request" : "");
 	}
 	free(tj);
 	if (--t->pending == 0)

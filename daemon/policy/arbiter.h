@@ -9,31 +9,19 @@
 
 #include "platform/backend/backend.h"
 #include "rocmmem.pb-c.h"
+#include "service/bus.h"
+#include "service/clock.h"
+#include "service/counters.h"
 #include "service/denials.h"
+#include "service/eventlog.h"
 #include "state/device.h"
 #include "state/lease.h"
 #include "state/state.h"
 
 struct adopt;
-struct event;
 struct client;
 struct holder;
 struct server;
-
-struct counters {
-	uint64_t grants;
-	uint64_t denials;
-	uint64_t timeouts;
-	uint64_t releases;
-	uint64_t reclaimed; /* leases reclaimed from clients that went away */
-	uint64_t failures;  /* allocations the backend refused */
-	uint64_t trims;
-	uint64_t bytes_trimmed;
-	uint64_t evictions;   /* evict requests sent */
-	uint64_t revocations; /* models whose owner missed the deadline */
-	uint64_t connections; /* clients that said hello */
-	uint64_t bypasses;    /* requests granted ahead of a head stuck on their holder */
-};
 
 /* Residency settings from the command line (or configuration). */
 struct residency_config {
@@ -47,12 +35,15 @@ struct arbiter {
 	struct server *server;
 	uv_loop_t *loop;
 	struct backend *backend;
-	struct state state;	    /* the books */
-	uint64_t evict_deadline_ms; /* how long an owner has to unload an evicted model */
-	struct counters counters;
-	struct denials denials; /* the latest refusals, for status */
-	uint64_t bypass_stamp;	/* marks the clients waiting behind a stuck head (residency.c) */
-	struct adopt *adopt;	/* records for a successor, and what a predecessor left (adopt.c) */
+	struct state state;	       /* the books */
+	uint64_t evict_deadline_ms;    /* how long an owner has to unload an evicted model */
+	struct bus bus;		       /* what happens, told once (service/bus.h) */
+	const struct svc_clock *clock; /* the bus's */
+	struct eventlog eventlog;      /* the bus's subscribers: the log, */
+	struct counters counters;      /* the counters, */
+	struct denials denials;	       /* the latest refusals, for status */
+	uint64_t bypass_stamp; /* marks the clients waiting behind a stuck head (residency.c) */
+	struct adopt *adopt;   /* records for a successor, and what a predecessor left (adopt.c) */
 	bool pumping;
 	bool pump_again;
 	/* The one timer for every deadline (state.deadlines), armed for the earliest. */
@@ -66,7 +57,8 @@ struct arbiter {
  * that does not exist; reason logged) / -ENODEV (no devices).
  */
 int arbiter_init(struct arbiter *a, struct server *s, uv_loop_t *loop, struct backend *backend,
-		 const struct budget_config *cfgs, const struct residency_config *res);
+		 const struct budget_config *cfgs, const struct residency_config *res,
+		 const struct svc_clock *clock);
 
 /*
  * arbiter_reconfigure applies new budgets (one config per device, BACKEND_MAX_DEVICES of them)
@@ -123,8 +115,7 @@ void arbiter_cancel_waiter(struct arbiter *a, struct waiter *w, int err, const c
 void arbiter_pump(struct arbiter *a);
 
 /* arbiter_lease_event fills e with what an event of type says about lease l (its owner's). */
-void arbiter_lease_event(struct event *e, const struct lease *l,
-			 Rocmmem__Wire__TelemetryEventType type);
+void arbiter_lease_event(struct bus_event *e, const struct lease *l, enum bus_type type);
 
 /* arbiter_lease_destroy takes a lease from its owner and frees its memory. */
 void arbiter_lease_destroy(struct arbiter *a, struct lease *l);

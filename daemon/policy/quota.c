@@ -16,6 +16,7 @@
 
 #include "net/client.h"
 #include "net/report.h"
+#include "service/bus.h"
 #include "residency.h"
 #include "net/server.h"
 #include "size.h"
@@ -131,20 +132,18 @@ int quota_admit(struct server *s, struct client *c, uint64_t request_id, uint64_
 
 void quota_hit(struct server *s, enum limit_id id, const char *fmt, ...)
 {
-	unsigned long long held;
+	struct bus_event e = {.type = BUS_LIMIT_HIT, .limit = id};
 	char text[512];
 	va_list ap;
 
-	s->quota.hits[id]++;
-	if (!fmt || !log_ratelimit_pass(&s->quota.log, uv_now(s->loop), &held))
+	if (!fmt) {
+		bus_emit(&s->arbiter.bus, &e, LOG_LEVEL_WARN, NULL);
 		return;
+	}
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (held)
-		log_warn("%s (and %llu line(s) about limits not logged)", text, held);
-	else
-		log_warn("%s", text);
+	bus_emit(&s->arbiter.bus, &e, LOG_LEVEL_WARN, text);
 }
 
 void quota_report(struct quota_report *r, const struct server *s)
@@ -158,7 +157,7 @@ void quota_report(struct quota_report *r, const struct server *s)
 		o->has_value = o->has_unlimited = o->has_hits = true;
 		limit_value(s, (enum limit_id)i, &o->value, &unlimited);
 		o->unlimited = unlimited;
-		o->hits = s->quota.hits[i];
+		o->hits = s->arbiter.counters.hits[i];
 		r->ptrs[i] = o;
 	}
 }

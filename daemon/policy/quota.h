@@ -40,11 +40,9 @@ enum limit_id {
 #define QUOTA_MAX_MODELS 256u
 
 struct quota {
-	uint64_t hits[LIMIT_COUNT]; /* times a client ran into each limit since the start */
-	struct log_ratelimit log;   /* lines about limits hit */
-	uint64_t fd_limit;	    /* RLIMIT_NOFILE at start (quota_fd_init) */
-	uint64_t fd_own;	    /* descriptors kept for the daemon's own files */
-	uint64_t fd_leases;	    /* every holder.fd_leases, summed */
+	uint64_t fd_limit;  /* RLIMIT_NOFILE at start (quota_fd_init) */
+	uint64_t fd_own;    /* descriptors kept for the daemon's own files */
+	uint64_t fd_leases; /* every holder.fd_leases, summed */
 };
 
 /*
@@ -96,8 +94,8 @@ void quota_init(struct quota *q);
 int quota_admit(struct server *s, struct client *c, uint64_t request_id, uint64_t bytes);
 
 /*
- * quota_hit counts a client running into a limit, and logs the message (rate-limited, at
- * warn) when fmt is not NULL.
+ * quota_hit tells the bus a client ran into a limit (counted; the message fmt says logged,
+ * rate-limited, at warn, unless fmt is NULL).
  */
 void quota_hit(struct server *s, enum limit_id id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -13,7 +13,7 @@
 #include "service/adopt.h"
 #include "arbiter.h"
 #include "net/client.h"
-#include "service/events.h"
+#include "service/bus.h"
 #include "state/device.h"
 #include "base/log.h"
 #include "state/model.h"
@@ -199,12 +199,12 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 	struct client *c = arbiter_conn(a, h);
 	char sz[SIZE_FORMAT_MAX], who[128];
 	uint64_t bytes = model_resident(m);
-	struct event e = {.holder = h,
-			  .has_device = true,
-			  .device = m->device,
-			  .bytes = bytes,
-			  .model_id = m->id,
-			  .model_name = m->name};
+	struct bus_event e = {.holder = h,
+			      .has_device = true,
+			      .device = m->device,
+			      .bytes = bytes,
+			      .model_id = m->id,
+			      .model_name = m->name};
 	struct lease *l, *next, *last;
 
 	if (m->evicting) {
@@ -219,18 +219,17 @@ static void unload(struct arbiter *a, struct model *m, const char *revoked)
 			tell_lease_revoked(c, l, m, revoked ? revoked : "its model was evicted");
 	}
 	if (revoked) {
-		a->counters.revocations++;
 		tell_model_revoked(c, m, revoked);
-		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_REVOKED;
-		event_emit(a->server, &e, LOG_LEVEL_WARN,
-			   "revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
-			   size_format(bytes, sz, sizeof(sz)), holder_label(h, who, sizeof(who)),
-			   revoked);
+		e.type = BUS_REVOKED;
+		bus_emitf(&a->bus, &e, LOG_LEVEL_WARN,
+			  "revoked model %" PRIu64 " '%s' (%s) of %s: %s", m->id, m->name,
+			  size_format(bytes, sz, sizeof(sz)), holder_label(h, who, sizeof(who)),
+			  revoked);
 	} else {
-		e.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_ACKED;
-		event_emit(a->server, &e, LOG_LEVEL_INFO,
-			   "model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
-			   holder_label(h, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
+		e.type = BUS_EVICT_ACKED;
+		bus_emitf(&a->bus, &e, LOG_LEVEL_INFO,
+			  "model %" PRIu64 " '%s' of %s unloaded (%s back)", m->id, m->name,
+			  holder_label(h, who, sizeof(who)), size_format(bytes, sz, sizeof(sz)));
 	}
 	/* This residency is over: whatever is granted from now on belongs to the next. */
 	m->generation++;
@@ -284,7 +283,6 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	}
 	arbiter_deadlines_changed(a);
 	m->evicting = true;
-	a->counters.evictions++;
 	body.has_model_id = true;
 	body.model_id = m->id;
 	body.has_bytes_needed = true;
@@ -296,22 +294,20 @@ static void send_evict(struct arbiter *a, struct model *m, uint64_t bytes_needed
 	ev.body_case = ROCMMEM__WIRE__EVENT__BODY_EVICT_REQUEST;
 	ev.evict_request = &body;
 	{
-		struct event e = {.type =
-				      ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_EVICT_REQUESTED,
-				  .holder = m->owner,
-				  .has_device = true,
-				  .device = m->device,
-				  .bytes = model_resident(m),
-				  .model_id = m->id,
-				  .model_name = m->name};
+		struct bus_event e = {.type = BUS_EVICT_REQUESTED,
+				      .holder = m->owner,
+				      .has_device = true,
+				      .device = m->device,
+				      .bytes = model_resident(m),
+				      .model_id = m->id,
+				      .model_name = m->name};
 
-		event_emit(a->server, &e, LOG_LEVEL_INFO,
-			   "asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
-			   holder_label(m->owner, owner, sizeof(owner)), m->id, m->name,
-			   model_class_name(m->model_class),
-			   size_format(model_resident(m), sz, sizeof(sz)),
-			   for_whom ? holder_label(for_whom, who, sizeof(who))
-				    : "an administrator");
+		bus_emitf(&a->bus, &e, LOG_LEVEL_INFO,
+			  "asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
+			  holder_label(m->owner, owner, sizeof(owner)), m->id, m->name,
+			  model_class_name(m->model_class),
+			  size_format(model_resident(m), sz, sizeof(sz)),
+			  for_whom ? holder_label(for_whom, who, sizeof(who)) : "an administrator");
 	}
 	client_event(arbiter_conn(a, m->owner), &ev);
 }
@@ -461,22 +457,22 @@ void residency_grant(struct arbiter *a, const struct waiter *w, uint64_t waited_
 	}
 	adopt_model_changed(a, m);
 	if (w->kind == WAIT_MODEL_ACQUIRE) {
-		struct event e = {.type = ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_MODEL_LOADED,
-				  .holder = w->holder,
-				  .has_device = true,
-				  .device = m->device,
-				  .bytes = m->reservation,
-				  .model_id = m->id,
-				  .model_name = m->name,
-				  .waited_ms = waited_ms};
+		struct bus_event e = {.type = BUS_MODEL_LOADED,
+				      .holder = w->holder,
+				      .has_device = true,
+				      .device = m->device,
+				      .bytes = m->reservation,
+				      .model_id = m->id,
+				      .model_name = m->name,
+				      .waited_ms = waited_ms};
 
 		m->use_count++;
 		m->last_used_ms = uv_now(a->loop);
-		event_emit(a->server, &e, LOG_LEVEL_DEBUG,
-			   "model %" PRIu64 " '%s' of %s is resident (%s reserved) after %" PRIu64
-			   " ms",
-			   m->id, m->name, holder_label(w->holder, who, sizeof(who)),
-			   size_format(m->reservation, sz, sizeof(sz)), waited_ms);
+		bus_emitf(&a->bus, &e, LOG_LEVEL_DEBUG,
+			  "model %" PRIu64 " '%s' of %s is resident (%s reserved) after %" PRIu64
+			  " ms",
+			  m->id, m->name, holder_label(w->holder, who, sizeof(who)),
+			  size_format(m->reservation, sz, sizeof(sz)), waited_ms);
 	}
 	reply_residency(arbiter_conn(a, w->holder), w->request_id, m);
 }

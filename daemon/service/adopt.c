@@ -23,7 +23,7 @@
 
 #include "policy/arbiter.h"
 #include "net/client.h"
-#include "events.h"
+#include "bus.h"
 #include "platform/job.h"
 #include "state/lease.h"
 #include "base/log.h"
@@ -613,15 +613,15 @@ static void adopted(struct arbiter *a, struct client *c, uint64_t request_id, st
 	p->gone = true;
 	ad->open--;
 	{
-		struct event e;
+		struct bus_event e;
 
-		arbiter_lease_event(&e, l,
-				    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED);
-		event_emit(
-		    a->server, &e, LOG_LEVEL_INFO,
-		    "took over lease %" PRIu64 " (%s on device %u, %s%s%s) re-declared by %s",
-		    l->id, size_format(l->size, sz, sizeof(sz)), d->index, kind_name(p->rec.kind),
-		    l->tag[0] ? ", tag " : "", l->tag, client_label(c, who, sizeof(who)));
+		arbiter_lease_event(&e, l, BUS_LEASE_GRANTED);
+		e.flags = BUS_ADOPTED; /* not a grant: not counted as one */
+		bus_emitf(&a->bus, &e, LOG_LEVEL_INFO,
+			  "took over lease %" PRIu64 " (%s on device %u, %s%s%s) re-declared by %s",
+			  l->id, size_format(l->size, sz, sizeof(sz)), d->index,
+			  kind_name(p->rec.kind), l->tag[0] ? ", tag " : "", l->tag,
+			  client_label(c, who, sizeof(who)));
 	}
 	client_reply_ok(c, request_id);
 }

@@ -3,6 +3,11 @@
 #include "denials.h"
 
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "state/holder.h"
+#include "text.h"
 
 void denials_record(struct denials *ring, const struct denial *d)
 {
@@ -12,30 +17,40 @@ void denials_record(struct denials *ring, const struct denial *d)
 		ring->count++;
 }
 
-void denials_fill(const struct denials *ring, struct denials_wire *w, size_t *n,
-		  Rocmmem__Wire__Denial ***items)
+const struct denial *denials_get(const struct denials *ring, unsigned i)
 {
 	unsigned first = (ring->next + DENIALS_KEEP - ring->count) % DENIALS_KEEP;
 
-	for (unsigned i = 0; i < ring->count; i++) {
-		const struct denial *d = &ring->ring[(first + i) % DENIALS_KEEP];
-		Rocmmem__Wire__Denial *o = &w->items[i];
+	return &ring->ring[(first + i) % DENIALS_KEEP];
+}
 
-		rocmmem__wire__denial__init(o);
-		o->has_timestamp_ms = o->has_pid = o->has_device = o->has_bytes = true;
-		o->has_model_id = o->has_error = true;
-		o->timestamp_ms = d->timestamp_ms;
-		o->pid = d->pid;
-		o->client_name = (char *)d->client_name;
-		o->device = d->device;
-		o->bytes = d->bytes;
-		o->model_id = d->model_id;
-		if (d->model_name[0])
-			o->model_name = (char *)d->model_name;
-		o->error = d->error;
-		o->reason = (char *)d->reason;
-		w->ptrs[i] = o;
+static void on_event(void *ctx, const struct bus_event *e, const char *line, uint64_t mono_ms,
+		     uint64_t real_ms)
+{
+	struct denial d;
+
+	(void)mono_ms;
+	if (e->type != BUS_LEASE_DENIED)
+		return;
+	memset(&d, 0, sizeof(d));
+	d.timestamp_ms = real_ms;
+	if (e->holder) {
+		d.pid = (int32_t)e->holder->who.pid;
+		snprintf(d.client_name, sizeof(d.client_name), "%s", e->holder->name);
 	}
-	*n = ring->count;
-	*items = w->ptrs;
+	d.device = e->device;
+	d.bytes = e->bytes;
+	d.model_id = e->model_id;
+	if (e->model_name)
+		snprintf(d.model_name, sizeof(d.model_name), "%s", e->model_name);
+	d.error = e->error;
+	text_copy(d.reason, sizeof(d.reason), line ? line : "");
+	denials_record(ctx, &d);
+}
+
+int denials_subscribe(struct denials *ring, struct bus *b)
+{
+	struct bus_subscriber s = {.ctx = ring, .event = on_event};
+
+	return bus_subscribe(b, &s);
 }

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rocmmem.pb-c.h"
+#include "bus.h"
 #include "version.h"
 
 /* How many refusals status shows, and how much of each explanation. */
@@ -32,17 +32,13 @@ struct denials {
 	unsigned count; /* kept, at most DENIALS_KEEP */
 };
 
-/* Wire messages for a status reply, pointing into a struct denials. */
-struct denials_wire {
-	Rocmmem__Wire__Denial items[DENIALS_KEEP];
-	Rocmmem__Wire__Denial *ptrs[DENIALS_KEEP];
-};
-
 /* denials_record keeps d (copied), dropping the oldest when full. */
 void denials_record(struct denials *ring, const struct denial *d);
 
-/* denials_fill lists the kept refusals oldest first into w and points *items at them. */
-void denials_fill(const struct denials *ring, struct denials_wire *w, size_t *n,
-		  Rocmmem__Wire__Denial ***items);
+/* denials_get returns the i-th kept refusal, oldest first (i < ring->count). */
+const struct denial *denials_get(const struct denials *ring, unsigned i);
+
+/* denials_subscribe has ring keep every LEASE_DENIED event of b, as its clients were told. */
+int denials_subscribe(struct denials *ring, struct bus *b);
 
 #endif

@@ -366,11 +366,11 @@ static void out_limits(struct out *o, const struct server *s)
 	out_family(o, &hits);
 	for (unsigned i = 0; i < LIMIT_COUNT; i++)
 		out_printf(o, "%s{limit=\"%s\"} %" PRIu64 "\n", hits.name,
-			   limit_name((enum limit_id)i), s->quota.hits[i]);
+			   limit_name((enum limit_id)i), s->arbiter.counters.hits[i]);
 	out_family(o, &peers);
-	out_printf(o, "%s %" PRIu64 "\n", peers.name, s->access_tally.peers_refused);
+	out_printf(o, "%s %" PRIu64 "\n", peers.name, s->arbiter.counters.peers_refused);
 	out_family(o, &requests);
-	out_printf(o, "%s %" PRIu64 "\n", requests.name, s->access_tally.requests_refused);
+	out_printf(o, "%s %" PRIu64 "\n", requests.name, s->arbiter.counters.requests_refused);
 }
 
 ssize_t metrics_format(const struct server *s, char *buf, size_t cap)

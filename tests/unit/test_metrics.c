@@ -96,8 +96,8 @@ static void test_basic(void **state)
 	f->s->limits.max_clients = 4096;
 	f->s->limits.max_message = 65536;
 	f->s->limits.handshake_timeout_ms = 1500;
-	f->s->quota.hits[LIMIT_CLIENTS_PER_UID] = 44;
-	f->s->access_tally.peers_refused = 3;
+	f->s->arbiter.counters.hits[LIMIT_CLIENTS_PER_UID] = 44;
+	f->s->arbiter.counters.peers_refused = 3;
 	len = metrics_format(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
