@@ -12,7 +12,7 @@
 
 #include "args.h"
 #include "platform/backend/registry.h"
-#include "service/metrics.h"
+#include "metrics_file.h"
 #include "state/model.h"
 #include "size.h"
 #include "text.h"

@@ -104,6 +104,14 @@ void settings_access(const struct options *eff, struct access_policy *pol)
 			 eff->admin_group);
 }
 
+void settings_policy(const struct options *eff, struct policy_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->evict_deadline_ms = eff->evict_deadline_ms;
+	settings_limits(eff, &cfg->limits);
+	settings_access(eff, &cfg->access);
+}
+
 int settings_socket(const struct options *eff, struct socket_access *sa)
 {
 	bool system = geteuid() == 0;
@@ -189,6 +197,7 @@ int settings_reload(struct settings *st, struct server *s)
 {
 	struct budget_config cfgs[BACKEND_MAX_DEVICES];
 	struct residency_config res;
+	struct policy_config cfg;
 	struct options file, merged;
 	char why[1024];
 	int rc;
@@ -212,7 +221,10 @@ int settings_reload(struct settings *st, struct server *s)
 	if (rc == 0) {
 		settings_budgets(&merged, cfgs);
 		settings_residency(&merged, &res);
-		rc = arbiter_reconfigure(&s->arbiter, cfgs, &res, why, sizeof(why));
+		/* New connections meet the new lists; the next admin request, the new admin group.
+		 */
+		settings_policy(&merged, &cfg);
+		rc = svc_reconfigure(&s->svc, cfgs, &res, &cfg, why, sizeof(why));
 	}
 	if (rc < 0) {
 		log_error("reload refused, the configuration in force is kept: %s%s%s",
@@ -221,9 +233,6 @@ int settings_reload(struct settings *st, struct server *s)
 		return rc;
 	}
 	warn_restart(&st->current, &merged);
-	settings_limits(&merged, &s->limits);
-	/* New connections meet the new lists; the next admin request, the new admin group. */
-	settings_access(&merged, &s->access);
 	handshake_rearm(&s->handshake);
 	if (merged.log_level != log_get_level()) {
 		log_set_level(merged.log_level);

@@ -10,11 +10,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "policy/arbiter.h"
 #include "options.h"
+#include "service/service.h"
 
 struct server;
-struct limits;
 struct socket_access;
 
 struct settings {
@@ -32,11 +31,14 @@ struct settings {
  */
 int settings_load(struct settings *st, struct command_line *cl, char *why, size_t why_len);
 
-/* What the merged options mean for the arbiter and the server. */
+/* What the merged options mean for the service and the server. */
 void settings_budgets(const struct options *eff, struct budget_config *cfgs);
 void settings_residency(const struct options *eff, struct residency_config *res);
 void settings_limits(const struct options *eff, struct limits *limits);
 void settings_access(const struct options *eff, struct access_policy *pol);
+
+/* settings_policy fills cfg with the limits and the access policy of eff (the rest zero). */
+void settings_policy(const struct options *eff, struct policy_config *cfg);
 
 /*
  * settings_socket decides who owns the socket the daemon creates and its mode: what the

@@ -14,29 +14,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "service/adopt.h"
-#include "policy/arbiter.h"
-#include "service/bus.h"
-#include "feed.h"
 #include "base/log.h"
-#include "service/metrics.h"
-#include "policy/quota.h"
-#include "policy/residency.h"
+#include "dispatch.h"
+#include "feed.h"
 #include "server.h"
-#include "size.h"
-#include "text.h"
-#include "validate.h"
 #include "wire.h"
-
-/* The backends' handle kinds are the wire's numbers: a grant carries them as they are. */
-_Static_assert((int)BACKEND_HANDLE_MEMFD == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD,
-	       "handle kinds");
-_Static_assert((int)BACKEND_HANDLE_VMM_FD == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_VMM_FD,
-	       "handle kinds");
-_Static_assert((int)BACKEND_HANDLE_DMABUF == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF,
-	       "handle kinds");
-_Static_assert((int)BACKEND_HANDLE_IPC == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC,
-	       "handle kinds");
 
 /* A packet that could not be sent at once, waiting for the socket to drain. */
 struct outmsg {
@@ -56,28 +38,6 @@ static void on_poll(uv_poll_t *handle, int status, int events);
 const char *client_label(const struct client *c, char *buf, size_t len)
 {
 	return holder_label(c->holder, buf, len);
-}
-
-/* default_name names a client that gave none after its process, as "[comm]". */
-static void default_name(struct client *c)
-{
-	char path[64], comm[32] = "";
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->holder->who.pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, comm, sizeof(comm) - 1);
-	close(fd);
-	/* Gone meanwhile: the pid may be another process's by now, and so the name. */
-	if (n <= 0 || peer_gone(&c->peer))
-		return;
-	comm[n] = '\0';
-	comm[strcspn(comm, "\n")] = '\0';
-	if (text_is_clean(comm, sizeof(comm)))
-		snprintf(c->holder->name, sizeof(c->holder->name), "[%s]", comm);
 }
 
 /*
@@ -110,7 +70,7 @@ int client_create(struct server *s, int fd, struct peer *peer, struct client **o
 	c->server = s;
 	c->fd = fd;
 	TAILQ_INIT(&c->outq);
-	err = state_holder_add(&s->arbiter.state, &peer->who, uv_now(s->loop), &c->holder);
+	err = svc_holder_create(&s->svc, &peer->who, &c->holder);
 	if (err) {
 		free(c);
 		return err;
@@ -127,7 +87,7 @@ int client_create(struct server *s, int fd, struct peer *peer, struct client **o
 	}
 	if (err) {
 		/* The identity goes back to the caller, who forgets it. */
-		state_holder_leave(&s->arbiter.state, c->holder);
+		state_holder_leave(&s->svc.state, c->holder);
 		identity_take(&peer->who, &c->holder->who);
 		state_holder_free(c->holder);
 		free(c);
@@ -175,10 +135,6 @@ static void free_outq(struct client *c)
 void client_destroy(struct client *c)
 {
 	struct server *s = c->server;
-	struct holder *h = c->holder;
-	char label[128], bytes[SIZE_FORMAT_MAX];
-	uint32_t leases = h->lease_count;
-	uint64_t leased = h->leased_bytes;
 
 	if (c->closing)
 		return;
@@ -187,25 +143,10 @@ void client_destroy(struct client *c)
 	s->client_count--;
 	idtable_remove(&s->conns, c->id);
 	handshake_end(&s->handshake, c);
-	state_holder_leave(&s->arbiter.state, h);
 	feed_client_gone(&s->feed, c);
-	arbiter_holder_gone(&s->arbiter, h);
 	free_outq(c);
-	if (c->greeted) {
-		struct bus_event e = {
-		    .type = BUS_CLIENT_DISCONNECTED, .holder = h, .bytes = leased};
-
-		if (leases)
-			bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_INFO,
-				  "client %s disconnected; reclaimed %s in %u lease(s)",
-				  holder_label(h, label, sizeof(label)),
-				  size_format(leased, bytes, sizeof(bytes)), (unsigned)leases);
-		else
-			bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_DEBUG, "client %s disconnected",
-				  holder_label(h, label, sizeof(label)));
-	}
+	svc_holder_gone(&s->svc, c->holder, c->greeted);
 	c->holder = NULL;
-	state_holder_free(h);
 	/* The process is nothing to the daemon any more: its pidfd goes with the connection. */
 	peer_forget(&c->peer);
 	uv_poll_stop(&c->poll);
@@ -245,8 +186,8 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 		}
 	}
 	footprint = sizeof(*m) + nfds * sizeof(int) + len;
-	if (c->out_bytes + footprint > c->server->limits.max_queued_out) {
-		quota_hit(c->server, LIMIT_QUEUED, NULL);
+	if (c->out_bytes + footprint > c->server->svc.cfg.limits.max_queued_out) {
+		svc_limit_hit(&c->server->svc, c->holder, LIMIT_QUEUED, NULL);
 		client_kick(c, "it does not read its replies (queued)");
 		return -ENOBUFS;
 	}
@@ -410,11 +351,7 @@ void client_event(struct client *c, Rocmmem__Wire__Event *event)
 	send_server_message(c, &msg, NULL, 0);
 }
 
-/* protocol_error answers a violation with an error (best effort) and drops the connection. */
-static void protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+void client_protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
 {
 	char text[512], label[128];
 	va_list ap;
@@ -426,196 +363,6 @@ static void protocol_error(struct client *c, uint64_t id, int err, const char *f
 		 client_label(c, label, sizeof(label)), text);
 	client_reply_error(c, id, err, "%s", text);
 	client_destroy(c);
-}
-
-static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hello *hello)
-{
-	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
-	Rocmmem__Wire__HelloReply body = ROCMMEM__WIRE__HELLO_REPLY__INIT;
-	struct server *s = c->server;
-	char label[128], why[256];
-	int err = validate_hello(hello, why, sizeof(why));
-
-	if (err) {
-		protocol_error(c, id, err, "%s", why);
-		return;
-	}
-	if (hello->client_name && hello->client_name[0])
-		snprintf(c->holder->name, sizeof(c->holder->name), "%s", hello->client_name);
-	else
-		default_name(c);
-	c->greeted = true;
-	handshake_end(&s->handshake, c);
-	body.has_protocol_version = true;
-	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
-	body.daemon_version = (char *)ROCMMEM_VERSION_STRING;
-	body.backend = (char *)backend_name(s->arbiter.backend);
-	body.has_device_count = true;
-	body.device_count = s->arbiter.state.ndevices;
-	body.has_max_frame = true;
-	body.max_frame = s->limits.max_message;
-	body.has_max_daemon_frame = true;
-	body.max_daemon_frame = WIRE_MAX_FRAME;
-	body.has_client_id = true;
-	body.client_id = c->id;
-	reply.has_id = true;
-	reply.id = id;
-	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
-	reply.hello = &body;
-	client_reply(c, &reply, NULL, 0);
-	{
-		struct bus_event e = {.type = BUS_CLIENT_CONNECTED, .holder = c->holder};
-
-		bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_DEBUG,
-			  "client %s connected (uid %u, connection %" PRIu64 ")",
-			  client_label(c, label, sizeof(label)), (unsigned)c->holder->who.uid,
-			  c->id);
-	}
-}
-
-/* dispatch_admin handles the administration requests this daemon implements. */
-static void dispatch_admin(struct client *c, uint64_t id, const Rocmmem__Wire__AdminRequest *req)
-{
-	struct arbiter *a = &c->server->arbiter;
-
-	switch (req->op_case) {
-	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL:
-		residency_admin_evict(
-		    a, c, id, req->evict_model->has_model_id ? req->evict_model->model_id : 0);
-		break;
-	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL:
-		residency_admin_pin(a, c, id, req->pin_model);
-		break;
-	default:
-		client_reply_error(
-		    c, id, -EOPNOTSUPP,
-		    "this administration request is not supported by this rocmmemd %s",
-		    ROCMMEM_VERSION_STRING);
-		break;
-	}
-}
-
-static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
-{
-	struct server *s = c->server;
-	uint64_t id = msg->id;
-	char why[256];
-	int err;
-
-	/* Draining: only what gives memory back is served. */
-	if (s->stopping && !server_stop_allows(msg->body_case)) {
-		client_reply_error(c, id, -ESHUTDOWN,
-				   "the daemon is stopping: it only takes releases now");
-		return;
-	}
-	if (msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO) {
-		protocol_error(c, id, -EPROTO, "hello sent twice");
-		return;
-	}
-	/* What the request says about itself; the handlers check it against the daemon's state. */
-	err = validate_request(msg, s->arbiter.state.ndevices, why, sizeof(why));
-	if (err) {
-		client_reply_error(c, id, err, "%s", why);
-		return;
-	}
-	switch (msg->body_case) {
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE:
-		arbiter_acquire(&s->arbiter, c, id, msg->lease_acquire);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE:
-		arbiter_release(&s->arbiter, c, id, msg->lease_release->lease_id);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS:
-		status_start(c, id);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REGISTER:
-		residency_register(&s->arbiter, c, id, msg->model_register);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
-		residency_acquire(&s->arbiter, c, id, msg->model_acquire);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE:
-		residency_release(&s->arbiter, c, id,
-				  msg->model_release->has_model_id ? msg->model_release->model_id
-								   : 0);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE:
-		residency_resize(&s->arbiter, c, id, msg->model_resize);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER:
-		residency_unregister(
-		    &s->arbiter, c, id,
-		    msg->model_unregister->has_model_id ? msg->model_unregister->model_id : 0);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_EVICT_ACK:
-		residency_evict_ack(&s->arbiter, c, id, msg->evict_ack);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN:
-		dispatch_admin(c, id, msg->admin);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_SUBSCRIBE:
-		feed_subscribe(&s->feed, c, id, msg->subscribe);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_UNSUBSCRIBE:
-		feed_unsubscribe(&s->feed, c, id);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM:
-		arbiter_trim(&s->arbiter, c, id, !msg->trim->has_device, msg->trim->device);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE:
-		adopt_lease_redeclare(&s->arbiter, c, id, msg->lease_redeclare, NULL, 0);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_REDECLARE:
-		adopt_model_redeclare(&s->arbiter, c, id, msg->model_redeclare);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_REDECLARE_DONE:
-		adopt_redeclare_done(&s->arbiter, c, id);
-		break;
-	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_METRICS:
-		metrics_reply(c, id);
-		break;
-	default:
-		client_reply_error(c, id, -EOPNOTSUPP,
-				   "this request is not supported by this rocmmemd %s",
-				   ROCMMEM_VERSION_STRING);
-		break;
-	}
-}
-
-static void handle_packet(struct client *c, size_t len, int *fds, unsigned nfds)
-{
-	Rocmmem__Wire__ClientMessage *msg;
-	uint64_t id;
-
-	msg = rocmmem__wire__client_message__unpack(NULL, len, c->server->rx);
-	if (!msg) {
-		wire_close_fds(fds, nfds);
-		protocol_error(c, 0, -EBADMSG, "could not decode a %zu-byte message", len);
-		return;
-	}
-	id = msg->has_id ? msg->id : 0;
-	if (nfds > 0 && id != 0 && c->greeted &&
-	    msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE) {
-		/* The one request that carries descriptors: memory held across a restart. */
-		adopt_lease_redeclare(&c->server->arbiter, c, id, msg->lease_redeclare, fds, nfds);
-	} else if (nfds > 0) {
-		/* No request takes descriptors: close them so they cannot pile up here. */
-		wire_close_fds(fds, nfds);
-		protocol_error(c, id, -EBADMSG,
-			       "%u file descriptor(s) attached to a request that "
-			       "takes none",
-			       nfds);
-	} else if (id == 0) {
-		protocol_error(c, 0, -EPROTO, "request without an id");
-	} else if (!c->greeted) {
-		if (msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO)
-			handle_hello(c, id, msg->hello);
-		else
-			protocol_error(c, id, -EPROTO, "the first message must be hello");
-	} else {
-		dispatch(c, msg);
-	}
-	rocmmem__wire__client_message__free_unpacked(msg, NULL);
 }
 
 /*
@@ -643,12 +390,12 @@ static void read_packets(struct client *c)
 		}
 		if (reading_paused(c))
 			return;
-		n = wire_recv(c->fd, c->server->rx, c->server->limits.max_message, fds, &nfds,
-			      MSG_DONTWAIT);
+		n = wire_recv(c->fd, c->server->rx, c->server->svc.cfg.limits.max_message, fds,
+			      &nfds, MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			return;
 		if (n == 0 && !peer_hung_up(c->fd)) {
-			protocol_error(c, 0, -EPROTO, "empty packet");
+			client_protocol_error(c, 0, -EPROTO, "empty packet");
 			return;
 		}
 		if (n == 0) {
@@ -656,14 +403,14 @@ static void read_packets(struct client *c)
 			return;
 		}
 		if (n == -EMSGSIZE) {
-			quota_hit(c->server, LIMIT_MESSAGE_SIZE, NULL);
-			protocol_error(c, 0, -EMSGSIZE,
-				       "packet larger than %u bytes (message_size)",
-				       c->server->limits.max_message);
+			svc_limit_hit(&c->server->svc, c->holder, LIMIT_MESSAGE_SIZE, NULL);
+			client_protocol_error(c, 0, -EMSGSIZE,
+					      "packet larger than %u bytes (message_size)",
+					      c->server->svc.cfg.limits.max_message);
 			return;
 		}
 		if (n == -EBADMSG) {
-			protocol_error(c, 0, -EBADMSG, "malformed ancillary data");
+			client_protocol_error(c, 0, -EBADMSG, "malformed ancillary data");
 			return;
 		}
 		if (n < 0) {
@@ -672,7 +419,7 @@ static void read_packets(struct client *c)
 			client_destroy(c);
 			return;
 		}
-		handle_packet(c, (size_t)n, fds, nfds);
+		dispatch_packet(c, (size_t)n, fds, nfds);
 	}
 }
 

@@ -85,6 +85,10 @@ void client_reply_error(struct client *c, uint64_t id, int err, const char *fmt,
  */
 int client_send_droppable(struct client *c, const uint8_t *buf, size_t len);
 
+/* client_protocol_error answers a violation with an error (best effort) and drops c. */
+void client_protocol_error(struct client *c, uint64_t id, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* client_event sends an unsolicited event, numbering it. */
 void client_event(struct client *c, Rocmmem__Wire__Event *event);
 

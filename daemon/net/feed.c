@@ -16,7 +16,6 @@
 #include "base/log.h"
 #include "client.h"
 #include "service/bus.h"
-#include "policy/quota.h"
 #include "report.h"
 #include "server.h"
 #include "text.h"
@@ -150,7 +149,7 @@ static struct ranked *rank_clients(const struct server *s, size_t *n)
 	return v;
 }
 
-static struct ranked *rank_models(const struct arbiter *a, size_t *n)
+static struct ranked *rank_models(const struct svc *a, size_t *n)
 {
 	size_t count = 0, i = 0;
 	struct ranked *v;
@@ -180,7 +179,7 @@ static int pack_sample(struct feed *f, const struct ranked *clients, size_t ncli
 {
 	Rocmmem__Wire__TelemetrySample st = ROCMMEM__WIRE__TELEMETRY_SAMPLE__INIT;
 	const struct server *s = f->server;
-	const struct arbiter *a = &s->arbiter;
+	const struct svc *a = &s->svc;
 	uint64_t now = uv_now(f->loop), oldest = 0;
 	unsigned waiters = 0;
 	size_t len;
@@ -235,7 +234,7 @@ static int build_sample(struct feed *f)
 	size_t nclients = 0, nmodels = 0, max_clients = FEED_SAMPLE_CLIENTS;
 	size_t max_models = FEED_SAMPLE_MODELS;
 	struct ranked *clients = rank_clients(f->server, &nclients);
-	struct ranked *models = rank_models(&f->server->arbiter, &nmodels);
+	struct ranked *models = rank_models(&f->server->svc, &nmodels);
 	int rc = -ENOMEM;
 
 	if (clients && models) {
@@ -573,15 +572,17 @@ void feed_subscribe(struct feed *f, struct client *c, uint64_t request_id,
 		return;
 	}
 	/* A second Subscribe replaces the first: only a new subscriber counts. */
-	if (!sub->samples && !sub->events && f->nsubscribers >= f->server->limits.max_subscribers) {
+	if (!sub->samples && !sub->events &&
+	    f->nsubscribers >= f->server->svc.cfg.limits.max_subscribers) {
 		char label[128];
 
-		quota_hit(f->server, LIMIT_SUBSCRIBERS, "refused %s a subscription: %u subscribers",
-			  client_label(c, label, sizeof(label)), f->nsubscribers);
+		svc_limit_hit(&f->server->svc, c->holder, LIMIT_SUBSCRIBERS,
+			      "refused %s a subscription: %u subscribers",
+			      client_label(c, label, sizeof(label)), f->nsubscribers);
 		client_reply_error(c, request_id, -EUSERS,
 				   "too many subscribers: the daemon feeds at most %u at once "
 				   "(subscribers)",
-				   f->server->limits.max_subscribers);
+				   f->server->svc.cfg.limits.max_subscribers);
 		return;
 	}
 	drop_subscription(f, c);

@@ -5,7 +5,6 @@
 #include <inttypes.h>
 
 #include "client.h"
-#include "policy/quota.h"
 #include "server.h"
 
 static void on_deadline(uv_timer_t *timer);
@@ -14,7 +13,7 @@ static void on_deadline(uv_timer_t *timer);
 static void arm(struct handshake *h)
 {
 	struct client *c = TAILQ_FIRST(&h->waiting);
-	uint64_t timeout = h->server->limits.handshake_timeout_ms, now, due;
+	uint64_t timeout = h->server->svc.cfg.limits.handshake_timeout_ms, now, due;
 
 	if (!h->running)
 		return;
@@ -31,14 +30,15 @@ static void on_deadline(uv_timer_t *timer)
 {
 	struct handshake *h = timer->data;
 	struct server *s = h->server;
-	uint64_t now = uv_now(s->loop), timeout = s->limits.handshake_timeout_ms;
+	uint64_t now = uv_now(s->loop), timeout = s->svc.cfg.limits.handshake_timeout_ms;
 	struct client *c;
 
 	while ((c = TAILQ_FIRST(&h->waiting)) && c->holder->connected_ms + timeout <= now) {
-		quota_hit(s, LIMIT_HANDSHAKE_TIMEOUT,
-			  "closing connection %" PRIu64 " from pid %d uid %u: no hello within "
-			  "%" PRIu64 " ms (handshake_timeout)",
-			  c->id, (int)c->holder->who.pid, (unsigned)c->holder->who.uid, timeout);
+		svc_limit_hit(&s->svc, c->holder, LIMIT_HANDSHAKE_TIMEOUT,
+			      "closing connection %" PRIu64 " from pid %d uid %u: no hello within "
+			      "%" PRIu64 " ms (handshake_timeout)",
+			      c->id, (int)c->holder->who.pid, (unsigned)c->holder->who.uid,
+			      timeout);
 		client_destroy(c); /* ends its wait: handshake_end */
 	}
 	arm(h);

@@ -42,7 +42,7 @@ void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s)
 	o->pid = (int32_t)getpid();
 	o->has_uptime_s = true;
 	o->uptime_s = server_uptime_ms(s) / 1000;
-	o->backend = (char *)backend_name(s->arbiter.backend);
+	o->backend = (char *)backend_name(s->svc.backend);
 	o->has_protocol_version = true;
 	o->protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	if (backend_host_fallback()) {
@@ -128,7 +128,7 @@ static void report_processes(struct report_device *o, const struct device *d,
 void report_device(struct report_device *out, const struct server *s, const struct device *d,
 		   uint64_t now)
 {
-	const struct arbiter *a = &s->arbiter;
+	const struct svc *a = &s->svc;
 	Rocmmem__Wire__DeviceInfo *o = &out->info;
 
 	rocmmem__wire__device_info__init(o);
@@ -306,4 +306,21 @@ void denials_fill(const struct denials *ring, struct denials_wire *w, size_t *n,
 	}
 	*n = ring->count;
 	*items = w->ptrs;
+}
+
+void quota_report(struct quota_report *r, const struct svc *svc)
+{
+	for (unsigned i = 0; i < LIMIT_COUNT; i++) {
+		Rocmmem__Wire__LimitInfo *o = &r->limits[i];
+		bool unlimited;
+
+		rocmmem__wire__limit_info__init(o);
+		o->name = (char *)limit_name((enum limit_id)i);
+		o->has_value = o->has_unlimited = o->has_hits = true;
+		limit_value(&svc->cfg.limits, svc->cfg.fd_limit, (enum limit_id)i, &o->value,
+			    &unlimited);
+		o->unlimited = unlimited;
+		o->hits = svc->counters.hits[i];
+		r->ptrs[i] = o;
+	}
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "policy/limits.h"
 #include "rocmmem.pb-c.h"
 #include "service/denials.h"
 #include "platform/telemetry/telemetry.h"
@@ -14,6 +15,7 @@ struct device;
 struct holder;
 struct model;
 struct counters;
+struct svc;
 
 /* One device's message and the storage its nested parts point into. */
 struct report_device {
@@ -33,6 +35,15 @@ void report_device(struct report_device *o, const struct server *s, const struct
 void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *h, uint64_t now_ms);
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now_ms);
 void report_counters(Rocmmem__Wire__Counters *o, const struct counters *k);
+
+/* A status reply's limits: LIMIT_COUNT messages and the pointers the reply lists. */
+struct quota_report {
+	Rocmmem__Wire__LimitInfo limits[LIMIT_COUNT];
+	Rocmmem__Wire__LimitInfo *ptrs[LIMIT_COUNT];
+};
+
+/* quota_report fills r with every limit, its value and how often clients ran into it. */
+void quota_report(struct quota_report *r, const struct svc *svc);
 
 /* Wire messages for a status reply, pointing into a struct denials. */
 struct denials_wire {

@@ -16,11 +16,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "client.h"
 #include "base/log.h"
-#include "report.h"
+#include "client.h"
+#include "platform/fdlimit.h"
+#include "platform/ids.h"
 #include "platform/safepath.h"
 #include "platform/systemd.h"
+#include "report.h"
+#include "service/metrics.h"
 #include "size.h"
 
 /* How long to stop accepting after accept failed for want of memory (or of a spare fd). */
@@ -231,49 +234,18 @@ static void refuse_connection(struct server *s, int fd, int err, const char *tex
 
 /*
  * admit checks a new connection against the access policy and the connection caps. Returns 0
- * when it may stay; otherwise it has been told why (and logged, rate-limited) and must be
- * closed.
+ * when it may stay; otherwise it has been told why (and the bus, the log rate-limited) and
+ * must be closed.
  */
 static int admit(struct server *s, int fd, const struct identity *p)
 {
-	char text[256];
+	struct policy_decision d;
 
-	if (s->client_count >= s->limits.max_clients) {
-		snprintf(text, sizeof(text),
-			 "too many clients: the daemon serves at most %u (clients)",
-			 s->limits.max_clients);
-		quota_hit(s, LIMIT_CLIENTS, "refused a connection from pid %d uid %u: %s",
-			  (int)p->pid, (unsigned)p->uid, text);
-		refuse_connection(s, fd, -EUSERS, text);
-		return -EUSERS;
-	}
-	if (!access_allowed(&s->access, p, geteuid())) {
-		snprintf(text, sizeof(text),
-			 "uid %u is not allowed to use this rocmmemd: neither it nor any of its "
-			 "groups is among allowed_users and allowed_groups",
-			 (unsigned)p->uid);
-		{
-			struct bus_event e = {.type = BUS_ACCESS_REFUSED, .flags = BUS_PEER};
-
-			bus_emitf(&s->arbiter.bus, &e, LOG_LEVEL_WARN,
-				  "refused a connection from pid %d uid %u gid %u: not an allowed "
-				  "user or group",
-				  (int)p->pid, (unsigned)p->uid, (unsigned)p->gid);
-		}
-		refuse_connection(s, fd, -EPERM, text);
-		return -EPERM;
-	}
-	if (uid_connections(&s->arbiter.state.uids, p->uid) >= s->limits.max_clients_per_uid) {
-		snprintf(text, sizeof(text),
-			 "too many connections of uid %u: the daemon serves at most %u per uid "
-			 "(clients_per_uid)",
-			 (unsigned)p->uid, s->limits.max_clients_per_uid);
-		quota_hit(s, LIMIT_CLIENTS_PER_UID, "refused a connection from pid %d uid %u: %s",
-			  (int)p->pid, (unsigned)p->uid, text);
-		refuse_connection(s, fd, -EUSERS, text);
-		return -EUSERS;
-	}
-	return 0;
+	svc_connect(&s->svc, s->client_count, p, &d);
+	if (d.verdict != POLICY_REFUSE)
+		return 0;
+	refuse_connection(s, fd, d.refusal.err, d.refusal.text);
+	return d.refusal.err;
 }
 
 /* note_accept_failure logs a failed accept, at most once per ACCEPT_LOG_INTERVAL_MS. */
@@ -316,16 +288,16 @@ static int shed_connection(struct server *s, int err)
 	fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	why = errno;
 	if (fd >= 0) {
-		quota_fd_caps(s, &k);
+		fd_caps_compute(s->svc.cfg.fd_limit, s->svc.cfg.fd_own, &s->svc.cfg.limits, &k);
 		snprintf(text, sizeof(text),
 			 "the daemon has no file descriptor left for another connection (its limit "
 			 "is %" PRIu64 "; %u connections, %" PRIu64
 			 " host leases; descriptors): try again later, or raise rocmmemd's "
 			 "LimitNOFILE= (ulimit -n)",
-			 k.limit, s->client_count, s->quota.fd_leases);
+			 k.limit, s->client_count, s->svc.state.fd_leases);
 		refuse_connection(s, fd, -EMFILE, text);
 		close(fd);
-		quota_hit(s, LIMIT_DESCRIPTORS, NULL);
+		svc_limit_hit(&s->svc, NULL, LIMIT_DESCRIPTORS, NULL);
 		note_accept_failure(s, err, "refused it with the spare descriptor");
 	}
 	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -395,11 +367,15 @@ static void on_accept(uv_poll_t *handle, int status, int events)
 /* start_accepting watches the listening socket. */
 static void start_accepting(struct server *s)
 {
-	/* Set aside before counting what the daemon keeps for itself (quota_fd_init). */
+	uint64_t limit, open_now;
+
+	/* Set aside before counting what the daemon keeps for itself. */
 	s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (s->reserve_fd < 0)
 		log_warn("Could not set a spare descriptor aside: %s", strerror(errno));
-	quota_fd_init(&s->quota);
+	fdlimit_read(&limit, &open_now);
+	s->svc.cfg.fd_limit = limit;
+	s->svc.cfg.fd_own = open_now + LIMITS_FD_SLACK;
 	uv_poll_init(s->loop, &s->listen_poll, s->listen_fd);
 	s->listen_poll.data = s;
 	uv_timer_init(s->loop, &s->accept_pause);
@@ -480,7 +456,6 @@ int server_listen(struct server *s, uv_loop_t *loop, const char *path)
 	s->reserve_fd = -1;
 	TAILQ_INIT(&s->clients);
 	idtable_init(&s->conns);
-	quota_init(&s->quota);
 	if (strlen(path) >= sizeof(s->path))
 		return -ENAMETOOLONG;
 	/* Socket-activated: systemd made the socket and keeps its path; serve what it passed. */
@@ -648,7 +623,8 @@ static void on_drain_timeout(uv_timer_t *timer)
 
 		log_warn("client %s did not let go within %" PRIu64 " ms; disconnecting it and "
 			 "reclaiming %s in %u lease(s)",
-			 client_label(c, label, sizeof(label)), s->limits.shutdown_timeout_ms,
+			 client_label(c, label, sizeof(label)),
+			 s->svc.cfg.limits.shutdown_timeout_ms,
 			 size_format(holder_bytes(c->holder), bytes, sizeof(bytes)),
 			 (unsigned)c->holder->lease_count);
 	}
@@ -664,6 +640,7 @@ void server_stop(struct server *s, const char *reason)
 	if (s->stopping)
 		return;
 	s->stopping = true;
+	svc_stop(&s->svc);
 	log_info("stopping: %s; %u client(s) connected", reason, s->client_count);
 	sampler_stop(&s->sampler);
 	feed_stop(&s->feed);
@@ -676,15 +653,12 @@ void server_stop(struct server *s, const char *reason)
 	 * will never come, so it is told so now.
 	 */
 	for (c = TAILQ_FIRST(&s->clients); c; c = next) {
-		struct waiter *w;
-
 		next = TAILQ_NEXT(c, link);
-		if (!holder_holds_memory(c->holder) || s->limits.shutdown_timeout_ms == 0) {
+		if (!holder_holds_memory(c->holder) || s->svc.cfg.limits.shutdown_timeout_ms == 0) {
 			client_destroy(c);
 			continue;
 		}
-		while ((w = TAILQ_FIRST(&c->holder->waiters)))
-			arbiter_cancel_waiter(&s->arbiter, w, -ESHUTDOWN, "the daemon is stopping");
+		svc_cancel_waiters(&s->svc, c->holder, -ESHUTDOWN, "the daemon is stopping");
 		kept++;
 	}
 	if (kept == 0) {
@@ -693,12 +667,12 @@ void server_stop(struct server *s, const char *reason)
 	}
 	log_info("waiting up to %" PRIu64 " ms for %u client(s) to release their memory and "
 		 "disconnect",
-		 s->limits.shutdown_timeout_ms, kept);
+		 s->svc.cfg.limits.shutdown_timeout_ms, kept);
 	uv_timer_init(s->loop, &s->drain_timer);
 	uv_check_init(s->loop, &s->drain_check);
 	s->drain_timer.data = s->drain_check.data = s;
 	s->draining = true;
-	uv_timer_start(&s->drain_timer, on_drain_timeout, s->limits.shutdown_timeout_ms, 0);
+	uv_timer_start(&s->drain_timer, on_drain_timeout, s->svc.cfg.limits.shutdown_timeout_ms, 0);
 	uv_check_start(&s->drain_check, on_drain_check);
 }
 
@@ -724,4 +698,51 @@ bool server_stop_allows(Rocmmem__Wire__ClientMessage__BodyCase kind)
 	default:
 		return false;
 	}
+}
+
+static void on_deadline(uv_timer_t *timer)
+{
+	svc_tick(&((struct server *)timer->data)->svc);
+}
+
+void server_start_timer(struct server *s, uv_loop_t *loop)
+{
+	uv_timer_init(loop, &s->deadline);
+	s->deadline.data = s;
+	/* Deadlines belong to clients (and the grace period, which must not keep a stopping
+	 * daemon up): the timer never keeps the loop alive by itself. */
+	uv_unref((uv_handle_t *)&s->deadline);
+	s->deadline_ready = true;
+}
+
+void server_due_changed(void *ctx, uint64_t due_ms)
+{
+	struct server *s = ctx;
+	uint64_t now;
+
+	if (!s->deadline_ready)
+		return;
+	if (due_ms == UINT64_MAX) {
+		uv_timer_stop(&s->deadline);
+		return;
+	}
+	now = uv_now(s->deadline.loop);
+	uv_timer_start(&s->deadline, on_deadline, due_ms > now ? due_ms - now : 0, 0);
+}
+
+void server_finish(struct server *s)
+{
+	if (s->deadline_ready) {
+		uv_close((uv_handle_t *)&s->deadline, NULL);
+		uv_run(s->deadline.loop, UV_RUN_DEFAULT);
+		s->deadline_ready = false;
+	}
+	idtable_finish(&s->conns);
+}
+
+ssize_t server_metrics(const struct server *s, char *buf, size_t cap)
+{
+	struct metrics_facts f = {.clients = s->client_count, .uptime_ms = server_uptime_ms(s)};
+
+	return metrics_format(&s->svc, &f, buf, cap);
 }

@@ -11,30 +11,15 @@
 #include <uv.h>
 
 #include "base/idtable.h"
-#include "policy/access.h"
-#include "policy/arbiter.h"
 #include "feed.h"
 #include "handshake.h"
-#include "policy/quota.h"
 #include "platform/sampler.h"
+#include "rocmmem.pb-c.h"
+#include "service/service.h"
 #include "wire.h"
 
 struct client;
 TAILQ_HEAD(client_list, client);
-
-/* Caps that keep one client from growing the daemon without bound (quota.h counts hits). */
-struct limits {
-	unsigned max_clients;
-	unsigned max_pending;	       /* waiting lease requests per connection */
-	unsigned max_leases;	       /* live leases per connection */
-	size_t max_queued_out;	       /* bytes of unsent replies and events per connection */
-	uint64_t shutdown_timeout_ms;  /* at stop, how long clients get to leave by themselves */
-	unsigned max_clients_per_uid;  /* connections at once of one uid */
-	uint64_t max_bytes_per_uid;    /* memory one uid holds and waits for; 0: unlimited */
-	uint32_t max_message;	       /* bytes of one request, at most WIRE_MAX_FRAME */
-	uint64_t handshake_timeout_ms; /* from connect to hello */
-	unsigned max_subscribers;      /* telemetry subscriptions at once */
-};
 
 /* Who owns the socket the daemon creates, and its mode (a socket systemd passed is systemd's). */
 struct socket_access {
@@ -62,14 +47,13 @@ struct server {
 	struct client_list clients;
 	unsigned client_count;
 	struct idtable conns; /* the connections by their holders' ids */
-	struct arbiter arbiter;
+	struct svc svc;	      /* what they hold, and the rules (service/service.h) */
+	uv_timer_t deadline;  /* armed for the service's earliest deadline */
+	bool deadline_ready;
 	struct sampler sampler;
 	struct feed feed;
-	struct limits limits;
 	struct socket_access socket_access;
-	struct access_policy access; /* who may connect, who administers */
-	struct quota quota;	     /* limits hit, descriptors */
-	struct handshake handshake;  /* connections yet to say hello */
+	struct handshake handshake; /* connections yet to say hello */
 	uint64_t start_ms;
 	bool stopping; /* set by server_stop: draining, then gone */
 	bool draining; /* clients still holding memory get until drain_timer to let go */
@@ -91,7 +75,7 @@ struct server {
  * parent directory if needed, refuses a directory other users could replace the socket in
  * (safepath_check_dir), refuses a socket another daemon is serving, removes a stale one; the
  * socket is born with its configured mode and handed to its owner and group before it listens.
- * The arbiter must be set up already. Returns 0 or a negative errno (logged).
+ * The service must be set up already. Returns 0 or a negative errno (logged).
  */
 int server_listen(struct server *s, uv_loop_t *loop, const char *path);
 
@@ -129,5 +113,21 @@ struct client *server_next_client(const struct server *s, uint64_t after_id);
 
 /* server_conn returns the connection of the holder with this id, or NULL. */
 struct client *server_conn(const struct server *s, uint64_t holder_id);
+
+/*
+ * server_due_changed arms the deadline timer for due_ms (UINT64_MAX: none); when it fires the
+ * service's deadlines run (svc_tick). ctx is the server (the service's sink).
+ */
+void server_due_changed(void *ctx, uint64_t due_ms);
+
+/*
+ * server_start_timer sets up the deadline timer (before the service may say when it is due);
+ * server_finish closes it and frees what the server allocated, running the loop once more.
+ */
+void server_start_timer(struct server *s, uv_loop_t *loop);
+void server_finish(struct server *s);
+
+/* server_metrics writes the Prometheus text of the daemon into buf (metrics_format). */
+ssize_t server_metrics(const struct server *s, char *buf, size_t cap);
 
 #endif

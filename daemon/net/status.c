@@ -6,12 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/adopt.h"
 #include "client.h"
-#include "service/denials.h"
-#include "policy/quota.h"
 #include "report.h"
-#include "policy/residency.h"
 #include "server.h"
 
 /*
@@ -73,7 +69,7 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 	o->has_device = true;
 	o->device = w->device;
 	o->has_bytes = true;
-	o->bytes = residency_need(w);
+	o->bytes = policy_need(w);
 	o->has_waited_ms = true;
 	o->waited_ms = now - w->enqueued_ms;
 	o->has_timeout_ms = true;
@@ -86,10 +82,11 @@ static void fill_waiter(Rocmmem__Wire__WaiterInfo *o, const struct waiter *w, ui
 }
 
 /* fill_awaiting lists what the previous daemon's clients have not re-declared yet. */
-static void fill_awaiting(const struct arbiter *a, Rocmmem__Wire__StatusReply *st)
+static void fill_awaiting(const struct svc *a, Rocmmem__Wire__StatusReply *st)
 {
-	size_t n = adopt_awaiting(a, -1, part.awaiting_src, STATUS_AWAITING_MAX);
-	uint64_t left = adopt_grace_left_ms(a);
+	size_t n =
+	    adoption_awaiting(&a->state.adoption, -1, part.awaiting_src, STATUS_AWAITING_MAX);
+	uint64_t left = adoption_grace_left_ms(&a->state.adoption, &a->state.deadlines, svc_now(a));
 
 	n = n < STATUS_AWAITING_MAX ? n : STATUS_AWAITING_MAX;
 	for (size_t i = 0; i < n; i++) {
@@ -114,12 +111,13 @@ static void fill_awaiting(const struct arbiter *a, Rocmmem__Wire__StatusReply *s
 	st->awaiting_redeclare = part.awaiting_ptrs;
 	for (unsigned i = 0; i < a->state.ndevices; i++) {
 		part.devices[i].info.has_awaiting_redeclare_bytes = true;
-		part.devices[i].info.awaiting_redeclare_bytes = adopt_awaiting_bytes(a, i);
+		part.devices[i].info.awaiting_redeclare_bytes =
+		    adoption_awaiting_bytes(&a->state.adoption, i);
 	}
 }
 
 /* next_waiter finds the first waiter after the cursor, moving on through the devices. */
-static const struct waiter *next_waiter(struct status_cursor *cur, const struct arbiter *a)
+static const struct waiter *next_waiter(struct status_cursor *cur, const struct svc *a)
 {
 	while (cur->device < a->state.ndevices) {
 		const struct waiter *w;
@@ -142,7 +140,7 @@ static void send_part(struct client *c, bool first)
 	Rocmmem__Wire__DaemonInfo daemon;
 	struct status_cursor *cur = &c->status;
 	struct server *s = c->server;
-	struct arbiter *a = &s->arbiter;
+	struct svc *a = &s->svc;
 	const struct client *prev = NULL;
 	uint64_t now = uv_now(s->loop);
 	unsigned items = 0;
@@ -159,7 +157,7 @@ static void send_part(struct client *c, bool first)
 		report_counters(&part.counters, &a->counters);
 		st.counters = &part.counters;
 		denials_fill(&a->denials, &part.denials, &st.n_denials, &st.denials);
-		quota_report(&part.limits, s);
+		quota_report(&part.limits, a);
 		st.n_limits = LIMIT_COUNT;
 		st.limits = part.limits.ptrs;
 		rocmmem__wire__access_info__init(&part.access);

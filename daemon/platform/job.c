@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* job.c: backend operations on libuv's worker threads, completed on the loop thread. */
+/* job.c: one backend operation, performed. */
 #include "job.h"
 
 #include <errno.h>
 #include <string.h>
 
-/* run performs the operation; on a worker thread for blocking backends. */
-static void run(uv_work_t *work)
+void job_run(struct job *j)
 {
-	struct job *j = work->data;
 	const struct backend_ops *ops = j->backend->ops;
 
 	j->err = 0;
@@ -38,24 +36,4 @@ static void run(uv_work_t *work)
 		j->err = ops->meminfo ? ops->meminfo(j->backend, j->device, &j->meminfo) : -ENOTSUP;
 		break;
 	}
-}
-
-static void after(uv_work_t *work, int status)
-{
-	struct job *j = work->data;
-
-	if (status == UV_ECANCELED)
-		j->err = -ECANCELED;
-	j->done(j);
-}
-
-int job_submit(uv_loop_t *loop, struct job *j)
-{
-	j->work.data = j;
-	if (!j->backend->ops->blocking) {
-		run(&j->work);
-		j->done(j);
-		return 0;
-	}
-	return uv_queue_work(loop, &j->work, run, after);
 }

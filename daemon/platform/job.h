@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* job.h: running backend operations off the event loop when they may block. */
+/* job.h: one backend operation with its inputs and results, and running it. */
 #ifndef ROCMMEMD_JOB_H
 #define ROCMMEMD_JOB_H
 
 #include <stdint.h>
-#include <uv.h>
 
 #include "platform/backend/backend.h"
 
@@ -20,9 +19,8 @@ struct job;
 typedef void (*job_done_fn)(struct job *job);
 
 /* One backend operation with its inputs and results. The submitter allocates it; `done`
- * runs on the loop thread and usually frees it. */
+ * runs on the loop thread (job_uv.h) and usually frees it. */
 struct job {
-	uv_work_t work;
 	enum job_kind kind;
 	struct backend *backend;
 	unsigned device;
@@ -38,11 +36,9 @@ struct job {
 };
 
 /*
- * job_submit runs the job: on a libuv worker thread when the backend may block, else at once.
- * `done` is called on the loop thread in both cases (synchronously, before job_submit
- * returns, for a non-blocking backend). Returns 0, or a negative errno when the work could
- * not be queued (done is then not called).
+ * job_run performs the operation here and now (it may block: a GPU runtime's call); the
+ * results go into the job. `done` is not called.
  */
-int job_submit(uv_loop_t *loop, struct job *job);
+void job_run(struct job *job);
 
 #endif

@@ -7,16 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/arbiter.h"
-#include "job.h"
 #include "base/log.h"
+#include "job_uv.h"
 
 /* One pass of hardware readings over every device, on a worker thread. */
 struct telemetry_job {
 	uv_work_t work;
 	struct sampler *sampler;
 	unsigned ndevices;
-	char pci[BACKEND_MAX_DEVICES][32];
+	char pci[BACKEND_MAX_DEVICES][SAMPLER_PCI_MAX];
 	int err[BACKEND_MAX_DEVICES];
 	struct telemetry_sample samples[BACKEND_MAX_DEVICES];
 };
@@ -30,41 +29,32 @@ static void sample_done(struct job *job)
 {
 	struct sample_job *sj = (struct sample_job *)job;
 	struct sampler *s = sj->sampler;
-	struct device *d = &s->arbiter->state.devices[job->device];
 
 	s->in_flight--;
-	if (job->err == 0) {
-		d->has_meminfo = true;
-		d->runtime_total = job->meminfo.total_bytes;
-		d->runtime_free = job->meminfo.free_bytes;
-		d->meminfo_ms = uv_now(s->loop);
-	} else if (job->err == -ENODEV) {
-		arbiter_device_lost(s->arbiter, job->device, "the runtime reports the device gone");
-	}
+	if (s->hooks.meminfo)
+		s->hooks.meminfo(s->hooks.ctx, job->device, job->err, &job->meminfo);
 	free(sj);
 }
 
 static void sample_all(struct sampler *s)
 {
-	struct arbiter *a = s->arbiter;
-
-	if (s->in_flight > 0 || !a->backend->ops->meminfo)
+	if (s->in_flight > 0 || !s->backend->ops->meminfo)
 		return;
-	for (unsigned i = 0; i < a->state.ndevices; i++) {
+	for (unsigned i = 0; i < s->ndevices; i++) {
 		struct sample_job *sj;
 
-		if (a->state.devices[i].lost)
+		if (s->hooks.usable && !s->hooks.usable(s->hooks.ctx, i))
 			continue;
 		sj = calloc(1, sizeof(*sj));
 		if (!sj)
 			return;
 		sj->sampler = s;
 		sj->job.kind = JOB_MEMINFO;
-		sj->job.backend = a->backend;
+		sj->job.backend = s->backend;
 		sj->job.device = i;
 		sj->job.done = sample_done;
 		s->in_flight++;
-		if (job_submit(s->loop, &sj->job) < 0) {
+		if (job_uv_submit(s->loop, &sj->job) < 0) {
 			s->in_flight--;
 			free(sj);
 		}
@@ -85,24 +75,15 @@ static void telemetry_done(uv_work_t *work, int status)
 {
 	struct telemetry_job *tj = work->data;
 	struct sampler *s = tj->sampler;
-	struct arbiter *a = s->arbiter;
 
-	for (unsigned i = 0; status == 0 && i < tj->ndevices && i < a->state.ndevices; i++) {
-		struct device *d = &a->state.devices[i];
-
-		d->has_telemetry = tj->err[i] == 0;
-		if (d->has_telemetry) {
-			d->telemetry = tj->samples[i];
-			d->telemetry_ms = uv_now(s->loop);
-		}
-	}
+	for (unsigned i = 0; status == 0 && i < tj->ndevices && s->hooks.telemetry; i++)
+		s->hooks.telemetry(s->hooks.ctx, i, tj->err[i], &tj->samples[i]);
 	s->telemetry_job = NULL;
 	free(tj);
 }
 
 static void sample_telemetry(struct sampler *s)
 {
-	struct arbiter *a = s->arbiter;
 	struct telemetry_job *tj;
 
 	if (!s->telemetry || s->telemetry_job)
@@ -112,9 +93,8 @@ static void sample_telemetry(struct sampler *s)
 		return;
 	tj->sampler = s;
 	tj->work.data = tj;
-	tj->ndevices = a->state.ndevices;
-	for (unsigned i = 0; i < a->state.ndevices; i++)
-		snprintf(tj->pci[i], sizeof(tj->pci[i]), "%s", a->state.devices[i].pci_bus_id);
+	tj->ndevices = s->ndevices;
+	memcpy(tj->pci, s->pci, sizeof(tj->pci));
 	if (uv_queue_work(s->loop, &tj->work, read_telemetry, telemetry_done) < 0) {
 		free(tj);
 		return;
@@ -131,7 +111,7 @@ static void on_tick(uv_timer_t *timer)
 /* open_telemetry picks a hardware source for the backend's vendor, if any. */
 static void open_telemetry(struct sampler *s)
 {
-	const char *backend = backend_name(s->arbiter->backend);
+	const char *backend = backend_name(s->backend);
 	enum telemetry_vendor vendor;
 	char why[256] = "";
 
@@ -149,13 +129,19 @@ static void open_telemetry(struct sampler *s)
 	log_info("device telemetry from %s", telemetry_source(s->telemetry));
 }
 
-int sampler_start(struct sampler *s, uv_loop_t *loop, struct arbiter *a, uint64_t interval_ms)
+int sampler_start(struct sampler *s, uv_loop_t *loop, struct backend *backend,
+		  const char (*pci)[SAMPLER_PCI_MAX], unsigned ndevices,
+		  const struct sampler_hooks *hooks, uint64_t interval_ms)
 {
 	int err;
 
 	memset(s, 0, sizeof(*s));
 	s->loop = loop;
-	s->arbiter = a;
+	s->backend = backend;
+	s->hooks = *hooks;
+	s->ndevices = ndevices < BACKEND_MAX_DEVICES ? ndevices : BACKEND_MAX_DEVICES;
+	for (unsigned i = 0; i < s->ndevices; i++)
+		snprintf(s->pci[i], sizeof(s->pci[i]), "%s", pci[i]);
 	s->interval_ms = interval_ms;
 	err = uv_timer_init(loop, &s->timer);
 	if (err)

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "net/server.h"
 #include "size.h"
 
 /* The status line changes at most this often (systemd shows it; it is not a metrics feed). */
@@ -27,12 +26,7 @@
 
 /* What the status line says; the line is sent again only when one of these changes. */
 struct snapshot {
-	unsigned clients;
-	uint64_t leases;
-	uint64_t leased;
-	uint64_t reserved;
-	uint64_t budget;
-	uint64_t waiting;
+	struct systemd_figures f;
 	bool stopping;
 	bool reload_failed;
 };
@@ -44,7 +38,7 @@ static struct {
 	bool reload_failed;
 	bool send_failed; /* a notification failed once already (logged once) */
 	uv_loop_t *loop;
-	struct server *server;
+	struct systemd_source source;
 	uv_check_t check;	 /* after each loop iteration: did the status line change? */
 	uv_timer_t status_timer; /* sends a change held back by STATUS_MIN_INTERVAL_MS */
 	uv_timer_t watchdog;
@@ -78,27 +72,17 @@ static void notify(const char *fmt, ...)
 
 static void take_snapshot(struct snapshot *snap)
 {
-	const struct arbiter *a = &svc.server->arbiter;
-
 	memset(snap, 0, sizeof(*snap));
-	snap->clients = svc.server->client_count;
-	for (unsigned i = 0; i < a->state.ndevices; i++) {
-		const struct device *d = &a->state.devices[i];
-
-		snap->leases += d->leases;
-		snap->leased += d->leased;
-		snap->reserved += d->reserved;
-		snap->budget += d->budget;
-		snap->waiting += d->queue.count;
-	}
+	svc.source.figures(svc.source.ctx, &snap->f);
 	snap->stopping = svc.stopping;
 	snap->reload_failed = svc.reload_failed;
 }
 
 static bool snapshot_equal(const struct snapshot *x, const struct snapshot *y)
 {
-	return x->clients == y->clients && x->leases == y->leases && x->leased == y->leased &&
-	       x->reserved == y->reserved && x->budget == y->budget && x->waiting == y->waiting &&
+	return x->f.clients == y->f.clients && x->f.leases == y->f.leases &&
+	       x->f.leased == y->f.leased && x->f.reserved == y->f.reserved &&
+	       x->f.budget == y->f.budget && x->f.waiting == y->f.waiting &&
 	       x->stopping == y->stopping && x->reload_failed == y->reload_failed;
 }
 
@@ -113,21 +97,21 @@ static const char *format_status(const struct snapshot *snap, char *buf, size_t 
 	char leased[SIZE_FORMAT_MAX], budget[SIZE_FORMAT_MAX], reserved[SIZE_FORMAT_MAX + 16] = "";
 
 	if (snap->stopping) {
-		snprintf(buf, len, "stopping: %u client%s left", snap->clients,
-			 plural(snap->clients));
+		snprintf(buf, len, "stopping: %u client%s left", snap->f.clients,
+			 plural(snap->f.clients));
 		return buf;
 	}
-	if (snap->reserved) {
+	if (snap->f.reserved) {
 		char bytes[SIZE_FORMAT_MAX];
 
 		snprintf(reserved, sizeof(reserved), ", %s reserved",
-			 size_format(snap->reserved, bytes, sizeof(bytes)));
+			 size_format(snap->f.reserved, bytes, sizeof(bytes)));
 	}
 	snprintf(buf, len,
 		 "%u client%s, %" PRIu64 " lease%s, %s of %s leased%s, %" PRIu64 " waiting%s",
-		 snap->clients, plural(snap->clients), snap->leases, plural(snap->leases),
-		 size_format(snap->leased, leased, sizeof(leased)),
-		 size_format(snap->budget, budget, sizeof(budget)), reserved, snap->waiting,
+		 snap->f.clients, plural(snap->f.clients), snap->f.leases, plural(snap->f.leases),
+		 size_format(snap->f.leased, leased, sizeof(leased)),
+		 size_format(snap->f.budget, budget, sizeof(budget)), reserved, snap->f.waiting,
 		 snap->reload_failed ? "; the last reload failed" : "");
 	return buf;
 }
@@ -189,7 +173,7 @@ static void on_watchdog(uv_timer_t *timer)
 	notify("WATCHDOG=1");
 }
 
-int systemd_init(uv_loop_t *loop, struct server *s)
+int systemd_init(uv_loop_t *loop, const struct systemd_source *source)
 {
 	struct snapshot now;
 	uint64_t usec = 0;
@@ -200,7 +184,7 @@ int systemd_init(uv_loop_t *loop, struct server *s)
 	if (!getenv("NOTIFY_SOCKET"))
 		return 0;
 	svc.loop = loop;
-	svc.server = s;
+	svc.source = *source;
 	uv_check_init(loop, &svc.check);
 	uv_timer_init(loop, &svc.status_timer);
 	uv_timer_init(loop, &svc.watchdog);
@@ -236,7 +220,7 @@ int systemd_init(uv_loop_t *loop, struct server *s)
 	return 0;
 }
 
-void systemd_stopping(void)
+void systemd_stopping(uint64_t shutdown_timeout_ms)
 {
 	struct snapshot now;
 
@@ -251,8 +235,7 @@ void systemd_stopping(void)
 	 * long --shutdown-timeout is honoured rather than cut short by SIGKILL.
 	 */
 	notify("STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu\nSTATUS=%s",
-	       (unsigned long long)(svc.server->limits.shutdown_timeout_ms + 10000) * 1000,
-	       svc.sent_line);
+	       (unsigned long long)(shutdown_timeout_ms + 10000) * 1000, svc.sent_line);
 	svc.sent = now;
 	svc.sent_ms = uv_now(svc.loop);
 }

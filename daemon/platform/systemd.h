@@ -12,9 +12,24 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
-struct server;
+/* What the status line sums up. */
+struct systemd_figures {
+	unsigned clients;
+	uint64_t leases;
+	uint64_t leased;
+	uint64_t reserved;
+	uint64_t budget;
+	uint64_t waiting;
+};
+
+/* Where the figures come from (installed by the daemon's main). */
+struct systemd_source {
+	void *ctx;
+	void (*figures)(void *ctx, struct systemd_figures *out);
+};
 
 /*
  * systemd_listen_fd takes the listening socket systemd passed ($LISTEN_FDS and $LISTEN_PID,
@@ -33,16 +48,17 @@ int systemd_listen_fd(int *fd, char *path, size_t path_len);
  * 64 MiB leased, 1 waiting"), then keeps that line current from the loop (a change is sent at
  * once, but at most once a second), and, when the manager expects watchdog pings
  * (sd_watchdog_enabled), sends WATCHDOG=1 from a loop timer every half of the interval, so
- * that a stuck loop stops the pings and gets the daemon restarted. s must outlive
+ * that a stuck loop stops the pings and gets the daemon restarted. source must answer until
  * systemd_stop. Returns 0 (also when not under systemd) or a negative errno (logged).
  */
-int systemd_init(uv_loop_t *loop, struct server *s);
+int systemd_init(uv_loop_t *loop, const struct systemd_source *source);
 
 /*
- * systemd_stopping sends STOPPING=1 with "STATUS=stopping: N clients left"; the status line
- * keeps counting the clients down while the daemon drains.
+ * systemd_stopping sends STOPPING=1 with "STATUS=stopping: N clients left", asking for
+ * shutdown_timeout_ms more (and a margin); the status line keeps counting the clients down
+ * while the daemon drains.
  */
-void systemd_stopping(void);
+void systemd_stopping(uint64_t shutdown_timeout_ms);
 
 /*
  * systemd_reloading sends RELOADING=1 with MONOTONIC_USEC= (CLOCK_MONOTONIC in microseconds,

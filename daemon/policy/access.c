@@ -2,14 +2,6 @@
 /* access.c: what a peer may do: connect (the allowed users and groups) and administer. */
 #include "access.h"
 
-#include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
-
-#include "net/client.h"
-#include "net/server.h"
-#include "service/bus.h"
-
 bool access_in_group(const struct identity *who, gid_t gid)
 {
 	if (who->gid == gid)
@@ -45,21 +37,4 @@ bool access_allowed(const struct access_policy *pol, const struct identity *who,
 bool access_is_admin(const struct access_policy *pol, const struct identity *who)
 {
 	return who->uid == 0 || (pol->has_admin_group && access_in_group(who, pol->admin_gid));
-}
-
-/* ----------------------------------------------------------------------------------------- */
-/* Refusals */
-
-void access_refuse(struct client *c, uint64_t request_id, const char *fmt, ...)
-{
-	struct bus_event e = {.type = BUS_ACCESS_REFUSED, .holder = c->holder};
-	char text[512], label[128];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	bus_emitf(&c->server->arbiter.bus, &e, LOG_LEVEL_WARN, "refused %s (uid %u): %s",
-		  client_label(c, label, sizeof(label)), (unsigned)c->holder->who.uid, text);
-	client_reply_error(c, request_id, -EPERM, "%s", text);
 }

@@ -39,13 +39,4 @@ bool access_allowed(const struct access_policy *pol, const struct identity *who,
 /* access_is_admin says whether who administers: root, or a member of the admin group. */
 bool access_is_admin(const struct access_policy *pol, const struct identity *who);
 
-struct client;
-
-/*
- * access_refuse answers a request the client may not make with -EPERM and the message fmt
- * says, and tells the bus (logged rate-limited, since a client can cause it at will; counted).
- */
-void access_refuse(struct client *c, uint64_t request_id, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #endif

@@ -8,15 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "service/adopt.h"
-#include "arbiter.h"
-#include "net/client.h"
-#include "state/device.h"
-#include "state/model.h"
-#include "state/queue.h"
-#include "residency.h"
-#include "net/server.h"
+#include "policy.h"
 #include "size.h"
+#include "state/state.h"
 #include "text.h"
 
 /* How many holders or models one list names before it sums up the rest. */
@@ -97,7 +91,8 @@ static void top_rest(const struct top *t, struct line *l)
 /* What the explanation and its suggestion are made of, gathered in one pass. */
 struct facts {
 	uint64_t now_ms;
-	uint64_t need; /* bytes the request needs now, rounded */
+	uint64_t evict_deadline_ms; /* what owners have to unload */
+	uint64_t need;		    /* bytes the request needs now, rounded */
 	uint64_t free;
 	uint64_t releasing; /* released leases the backend is freeing */
 	uint64_t evicting;  /* held by models being evicted */
@@ -127,8 +122,8 @@ static bool excludes(const struct device *d, const struct model *want, const str
 	       class_exclusion_conflict(&d->exclusive, want->model_class, m->model_class);
 }
 
-static void gather(const struct arbiter *a, const struct device *d, const struct waiter *w,
-		   struct facts *f)
+static void gather(const struct state *s, const struct device *d, const struct waiter *w,
+		   uint64_t need, uint64_t now_ms, struct facts *f)
 {
 	const struct holder *c;
 	const struct waiter *q;
@@ -136,26 +131,26 @@ static void gather(const struct arbiter *a, const struct device *d, const struct
 	uint64_t after = 0;
 
 	memset(f, 0, sizeof(*f));
-	f->now_ms = uv_now(a->loop);
-	f->need = w->size;
+	f->now_ms = now_ms;
+	f->need = need;
 	f->free = device_free(d);
 	f->releasing = d->releasing;
-	f->evicting = residency_evicting_bytes(d);
+	f->evicting = policy_evicting_bytes(d);
 	f->oldest_ms = device_oldest_wait_ms(d, f->now_ms);
-	f->nawaiting = adopt_awaiting(a, (int)d->index, f->awaiting, EXPLAIN_TOP);
+	f->nawaiting = adoption_awaiting(&s->adoption, (int)d->index, f->awaiting, EXPLAIN_TOP);
 	if (f->nawaiting) {
-		f->awaiting_bytes = adopt_awaiting_bytes(a, d->index);
-		f->grace_left_ms = adopt_grace_left_ms(a);
+		f->awaiting_bytes = adoption_awaiting_bytes(&s->adoption, d->index);
+		f->grace_left_ms = adoption_grace_left_ms(&s->adoption, &s->deadlines, now_ms);
 	}
 	/* Ahead: everything queued before it (a request refused at once is in no queue). */
 	TAILQ_FOREACH (q, &d->queue.head, queue_link) {
 		if (q == w)
 			break;
 		f->ahead++;
-		f->ahead_bytes += q->size;
+		f->ahead_bytes += policy_need(q);
 	}
 	/* The holders still connected, oldest first. */
-	while ((c = state_holder_next(&a->state, after))) {
+	while ((c = state_holder_next(s, after))) {
 		uint64_t bytes = holder_bytes_on(c, d->index, NULL);
 
 		after = c->id;
@@ -222,8 +217,8 @@ static const char *kept_reason(const struct model *m, const struct waiter *w, ch
 }
 
 /* suggest writes the one remedy that fits best: the requester's own means first. */
-static void suggest(const struct arbiter *a, const struct device *d, const struct waiter *w,
-		    const struct facts *f, struct line *s)
+static void suggest(const struct device *d, const struct waiter *w, const struct facts *f,
+		    struct line *s)
 {
 	bool at_once = w->timeout_ms == 0;
 	uint64_t coming = f->free + f->releasing + f->evicting;
@@ -255,7 +250,7 @@ static void suggest(const struct arbiter *a, const struct device *d, const struc
 				 "wait longer: %s is still being freed (owners have %.3g s to "
 				 "unload)",
 				 size_format(coming - f->free, x, sizeof(x)),
-				 (double)a->evict_deadline_ms / 1000.0);
+				 (double)f->evict_deadline_ms / 1000.0);
 		else
 			line_add(s, "wait longer");
 		return;
@@ -454,8 +449,8 @@ static void put_part(char *buf, size_t *used, size_t room, struct line *part)
 	part->buf[0] = '\0';
 }
 
-void explain_refusal(const struct arbiter *a, const struct device *d, const struct waiter *w,
-		     char *buf, size_t len)
+void explain_refusal(const struct state *s, const struct policy_config *cfg, const struct device *d,
+		     const struct waiter *w, uint64_t need, uint64_t now_ms, char *buf, size_t len)
 {
 	static const char sep[] = "; suggestion: ";
 	char req[SIZE_FORMAT_MAX], rounded[SIZE_FORMAT_MAX], gran[SIZE_FORMAT_MAX];
@@ -468,13 +463,13 @@ void explain_refusal(const struct arbiter *a, const struct device *d, const stru
 
 	if (len == 0)
 		return;
-	gather(a, d, w, &f);
+	gather(s, d, w, need, now_ms, &f);
+	f.evict_deadline_ms = cfg->evict_deadline_ms;
 	fits = device_largest_grantable(d);
 	fits_evicting = device_largest_with_eviction(d);
 	line_add(&core, "requested %s", size_format(w->requested, req, sizeof(req)));
-	if (w->requested != w->size)
-		line_add(&core, " (%s in %s granules)",
-			 size_format(w->size, rounded, sizeof(rounded)),
+	if (w->requested != need)
+		line_add(&core, " (%s in %s granules)", size_format(need, rounded, sizeof(rounded)),
 			 size_format(d->granule, gran, sizeof(gran)));
 	line_add(&core,
 		 " on device %u (%s): %s of its %s budget is free; the largest request that fits "
@@ -484,7 +479,7 @@ void explain_refusal(const struct arbiter *a, const struct device *d, const stru
 	if (fits_evicting != fits)
 		line_add(&core, " (with eviction %s)",
 			 size_format(fits_evicting, evict, sizeof(evict)));
-	suggest(a, d, w, &f, &sug);
+	suggest(d, w, &f, &sug);
 	/* The numbers first and the suggestion last, always; between them the parts, in order of
 	 * importance, while they fit whole. */
 	used = text_copy(buf, cap, core.buf);

@@ -6,27 +6,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct arbiter;
 struct device;
+struct policy_config;
+struct state;
 struct waiter;
 
 /*
- * The longest explanation written. deny() may put "model 'NAME': " and "timed out after N ms: "
- * before it, and both the reply and the kept refusal hold 1 KiB (DENIAL_REASON_MAX), so an
- * explanation this long is never cut.
+ * The longest explanation written. A refusal may put "model 'NAME': " and "timed out after N
+ * ms: " before it, and both the reply and the kept refusal hold 1 KiB (DENIAL_REASON_MAX), so
+ * an explanation this long is never cut.
  */
 #define EXPLAIN_MAX 880u
 
 /*
- * explain_refusal explains why w (a waiting request, or the template of one refused at once:
- * its size as residency_need computes it now) is not granted on d: what was asked, what is
+ * explain_refusal explains why w (a waiting request, or the template of one refused at once),
+ * which needs need bytes now (policy_need), is not granted on d at now_ms: what was asked, what is
  * free and grantable, what waits ahead and what is being freed, who holds the memory, which
  * models were evictable and why they were not evicted, and one suggestion. The most important
  * numbers come first and lesser parts are left out rather than cut when room runs short. One
  * line, at most EXPLAIN_MAX bytes (or len - 1).
  */
-void explain_refusal(const struct arbiter *a, const struct device *d, const struct waiter *w,
-		     char *buf, size_t len);
+void explain_refusal(const struct state *s, const struct policy_config *cfg, const struct device *d,
+		     const struct waiter *w, uint64_t need, uint64_t now_ms, char *buf, size_t len);
 
 /*
  * explain_too_big explains a request of requested bytes that is larger than d's whole budget

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * adopt.h: surviving a restart: the state file that records every live lease and reservation
- * as it is granted, and, in the next daemon, checking what returning clients re-declare
- * against it before taking it over.
+ * as it is granted, and, in the next daemon, what a predecessor left (state/adoption.h) until
+ * its holders re-declare it (redeclare.c) or the grace period ends.
  */
 #ifndef ROCMMEMD_ADOPT_H
 #define ROCMMEMD_ADOPT_H
@@ -11,12 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rocmmem.pb-c.h"
-
-struct arbiter;
-struct client;
-struct lease;
-struct model;
+#include "platform/statefile.h"
+#include "svc.h"
 
 /*
  * adopt_state_path picks the state file of a daemon serving socket: `explicit` when given
@@ -28,61 +24,36 @@ int adopt_state_path(const char *explicit, const char *socket, bool activated, c
 		     size_t len);
 
 /*
- * adopt_start sets up a->adopt once the arbiter is up and before any client is served: opens
- * (creating) the state file at path (NULL: none), takes over what a previous daemon left in it
- * (each lease's id is kept aside, its bytes accounted, possibly beyond the budget, until its
- * holder re-declares it or grace_ms pass) and records from now on. A state file that cannot be
- * used is logged and the daemon runs without one. Returns 0 or -ENOMEM.
+ * adopt_start sets up svc->adopt once the service is up and before any client is served:
+ * opens (creating) the state file at path (NULL: none), takes over what a previous daemon left
+ * in it (each lease's id is kept aside, its bytes accounted, possibly beyond the budget, until
+ * its holder re-declares it or grace_ms pass) and records from now on. A state file that
+ * cannot be used is logged and the daemon runs without one. Returns 0 or -ENOMEM.
  */
-int adopt_start(struct arbiter *a, const char *path, uint64_t grace_ms);
+int adopt_start(struct svc *svc, const char *path, uint64_t grace_ms);
 
 /*
- * adopt_finish forgets what was never re-declared and closes the state file once the loop
- * has run out (every client gone); clean (a graceful stop: every lease reclaimed) removes it.
+ * adopt_finish forgets what was never re-declared and closes the state file once every client
+ * is gone; clean (a graceful stop: every lease reclaimed) removes it.
  */
-void adopt_finish(struct arbiter *a, bool clean);
+void adopt_finish(struct svc *svc, bool clean);
 
 /* adopt_grace_over forgets what was not re-declared in time (the grace deadline passed). */
-void adopt_grace_over(struct arbiter *a);
+void adopt_grace_over(struct svc *svc);
 
-/* Kept current by the arbiter and residency: grants, releases, model registrations and
- * reservations. Cheap: a few stores into the mapped file. */
-void adopt_lease_granted(struct arbiter *a, struct lease *l);
-void adopt_lease_gone(struct arbiter *a, struct lease *l);
-void adopt_model_registered(struct arbiter *a);
-void adopt_model_changed(struct arbiter *a, struct model *m);
+/* Kept current by the service: grants, releases, model registrations and reservations. Cheap:
+ * a few stores into the mapped file. */
+void adopt_lease_granted(struct svc *svc, struct lease *l);
+void adopt_lease_gone(struct svc *svc, struct lease *l);
+void adopt_model_registered(struct svc *svc);
+void adopt_model_changed(struct svc *svc, struct model *m);
 
-/*
- * Re-declarations from a returning client (proto/rocmmem.proto); each replies. The lease's fds
- * (nfds of them) are the call's from then on.
- */
-void adopt_lease_redeclare(struct arbiter *a, struct client *c, uint64_t request_id,
-			   const Rocmmem__Wire__LeaseRedeclare *req, int *fds, unsigned nfds);
-void adopt_model_redeclare(struct arbiter *a, struct client *c, uint64_t request_id,
-			   const Rocmmem__Wire__ModelRedeclare *req);
-void adopt_redeclare_done(struct arbiter *a, struct client *c, uint64_t request_id);
+/* For the re-declarations (redeclare.c). */
+bool adopt_recording(const struct svc *svc);
+const char *adopt_kind_name(uint8_t kind);
+void adopt_lease_record(const struct lease *l, struct statefile_record *r);
 
-/* What one process of the previous daemon holds on one device, not re-declared yet. */
-struct adopt_awaiting {
-	unsigned device;
-	int32_t pid;
-	uint32_t uid;
-	unsigned leases, models;
-	uint64_t lease_bytes, reserved_bytes;
-};
-
-/*
- * adopt_awaiting fills out (up to max entries, largest first) with what awaits re-declaration,
- * one entry per device and process, on device (< 0: every device); returns how many entries
- * there are in all (more than max when some were left out). Its bytes are accounted on the
- * devices (leased, reserved) but belong to no connection.
- */
-size_t adopt_awaiting(const struct arbiter *a, int device, struct adopt_awaiting *out, size_t max);
-
-/* adopt_awaiting_bytes sums what awaits re-declaration on a device. */
-uint64_t adopt_awaiting_bytes(const struct arbiter *a, unsigned device);
-
-/* adopt_grace_left_ms is the time left before what awaits re-declaration is forgotten. */
-uint64_t adopt_grace_left_ms(const struct arbiter *a);
+/* adopt_forget drops a pending record: its bytes, its reserved id and the record (why: logged). */
+void adopt_forget(struct adopt *ad, struct pending *p, bool is_lease, const char *why);
 
 #endif

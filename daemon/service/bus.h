@@ -12,7 +12,7 @@
 
 #include "base/log.h"
 #include "clock.h"
-#include "policy/quota.h"
+#include "policy/limits.h"
 
 struct holder;
 

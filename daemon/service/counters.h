@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "bus.h"
-#include "policy/quota.h"
+#include "policy/limits.h"
 
 struct counters {
 	uint64_t grants;

@@ -12,34 +12,7 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
-#include "lease.h"
-#include "model.h"
-#include "platform/backend/backend.h"
-#include "platform/peer.h"
-#include "queue.h"
-#include "version.h"
-
-struct uid_account;
-
-struct holder {
-	uint64_t id;	     /* its connection's id: handed out in order, never reused */
-	struct identity who; /* as the kernel vouched for it at connect */
-	char name[ROCMMEM_NAME_MAX + 1]; /* "" until hello */
-	uint64_t connected_ms;
-	uint32_t lease_count;
-	uint64_t leased_bytes;
-	uint64_t device_bytes[BACKEND_MAX_DEVICES]; /* its leases on each device */
-	struct lease_list leases;
-	struct waiter_list waiters;
-	unsigned waiter_count;
-	struct model_list models;
-	unsigned model_count;
-	unsigned jobs;	     /* backend jobs in flight for it (allocations, imports, trims) */
-	unsigned fd_leases;  /* host leases held or being granted: an fd each (quota_fd_admit) */
-	uint64_t queue_mark; /* it waits behind a stuck head (the bypass rule's mark) */
-	struct uid_account *account;  /* its uid's account */
-	TAILQ_ENTRY(holder) uid_link; /* ... of which it is one */
-};
+#include "books.h"
 
 /* holder_label writes "pid 123 'name'" for messages. Returns buf. */
 const char *holder_label(const struct holder *h, char *buf, size_t len);
@@ -59,15 +32,6 @@ uint64_t holder_bytes_on(const struct holder *h, unsigned dev, uint64_t *in_mode
  * reservations, or a backend job that may end in a lease.
  */
 bool holder_holds_memory(const struct holder *h);
-
-/* One uid's holders. */
-struct uid_account {
-	uid_t uid;
-	unsigned connections;
-	unsigned fd_leases; /* its holders' fd_leases, summed */
-	TAILQ_HEAD(, holder) holders;
-	TAILQ_ENTRY(uid_account) link;
-};
 
 TAILQ_HEAD(uid_bucket, uid_account);
 

@@ -7,27 +7,10 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "books.h"
 #include "platform/backend/backend.h"
 #include "base/idtable.h"
 #include "version.h"
-
-struct holder;
-struct model;
-
-struct lease {
-	uint64_t id;
-	struct holder *owner;
-	unsigned device;
-	uint64_t size;
-	struct model *model; /* the model it counts towards, or NULL */
-	uint64_t created_ms;
-	char tag[ROCMMEM_NAME_MAX + 1];
-	struct backend_alloc alloc;
-	uint32_t state_slot; /* its record in the state file (daemon/service/adopt.c), 0: none */
-	TAILQ_ENTRY(lease) holder_link;
-};
-
-TAILQ_HEAD(lease_list, lease);
 
 /* Leases by id (daemon/base/idtable.c): ids in grant order, never reused. */
 struct lease_table {

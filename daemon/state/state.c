@@ -3,6 +3,7 @@
 #include "state.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,9 @@ void state_finish(struct state *s)
 	uid_accounts_finish(&s->uids);
 	idtable_finish(&s->waiters);
 	heap_finish(&s->deadlines);
+	free(s->adoption.leases.v);
+	free(s->adoption.models.v);
+	memset(&s->adoption, 0, sizeof(s->adoption));
 }
 
 int state_holder_add(struct state *s, struct identity *who, uint64_t now_ms, struct holder **out)
@@ -114,14 +118,50 @@ void state_lease_unlink(struct state *s, struct lease *l)
 	h->device_bytes[l->device] -= l->size;
 }
 
-int state_waiter_number(struct state *s, struct waiter *w)
+int state_waiter_add(struct state *s, const struct waiter *t, uint64_t now_ms, uint64_t due_ms,
+		     struct waiter **out)
 {
-	return idtable_add(&s->waiters, w, &w->seq);
+	struct waiter *w = calloc(1, sizeof(*w));
+	struct holder *h = t->holder;
+	int err;
+
+	if (!w)
+		return -ENOMEM;
+	*w = *t;
+	w->enqueued_ms = now_ms;
+	w->due_ms = due_ms;
+	w->heap_slot = 0;
+	err = idtable_add(&s->waiters, w, &w->seq);
+	if (err == 0 && due_ms != UINT64_MAX) {
+		err = state_deadline_set(s, DUE_WAITER, w->seq, due_ms, &w->heap_slot);
+		if (err)
+			idtable_remove(&s->waiters, w->seq);
+	}
+	if (err) {
+		free(w);
+		return err;
+	}
+	queue_push(&s->devices[w->device].queue, w);
+	TAILQ_INSERT_TAIL(&h->waiters, w, holder_link);
+	h->waiter_count++;
+	if (w->model)
+		w->model->waiters++;
+	*out = w;
+	return 0;
 }
 
-void state_waiter_unnumber(struct state *s, struct waiter *w)
+void state_waiter_drop(struct state *s, struct waiter *w)
 {
+	struct holder *h = w->holder;
+
+	queue_remove(&s->devices[w->device].queue, w);
+	TAILQ_REMOVE(&h->waiters, w, holder_link);
+	h->waiter_count--;
+	if (w->model)
+		w->model->waiters--;
 	idtable_remove(&s->waiters, w->seq);
+	state_deadline_clear(s, &w->heap_slot);
+	free(w);
 }
 
 struct waiter *state_waiter_find(const struct state *s, uint64_t seq)
@@ -160,4 +200,74 @@ bool state_deadline_due(struct state *s, uint64_t now_ms, struct heap_entry *out
 	if (!e || e->due_ms > now_ms)
 		return false;
 	return heap_pop(&s->deadlines, out);
+}
+
+void state_fd_take(struct state *s, struct holder *h)
+{
+	h->fd_leases++;
+	if (h->account)
+		h->account->fd_leases++;
+	s->fd_leases++;
+}
+
+void state_fd_release(struct state *s, struct holder *h)
+{
+	if (h && h->fd_leases == 0)
+		return; /* cannot be: every release follows a take */
+	if (h) {
+		h->fd_leases--;
+		if (h->account)
+			h->account->fd_leases--;
+	}
+	s->fd_leases--;
+}
+
+int state_model_add(struct state *s, struct model *m, uint64_t want_id)
+{
+	struct device *d = &s->devices[m->device];
+	int err;
+
+	/* The id table takes a chosen id only below its counter: the counter is never moved. */
+	if (want_id && idtable_fill(&s->models, want_id, m) < 0 &&
+	    idtable_insert(&s->models, want_id, m) < 0)
+		want_id = 0; /* taken meanwhile: a fresh id, which the client maps */
+	m->id = want_id;
+	err = want_id ? 0 : idtable_add(&s->models, m, &m->id);
+	if (err)
+		return err;
+	TAILQ_INSERT_TAIL(&m->owner->models, m, holder_link);
+	m->owner->model_count++;
+	TAILQ_INSERT_TAIL(&d->models, m, device_link);
+	d->nmodels++;
+	return 0;
+}
+
+void state_model_remove(struct state *s, struct model *m)
+{
+	struct device *d = &s->devices[m->device];
+	struct holder *h = m->owner;
+	struct lease *l;
+
+	/* Leases outlive their model's registration as plain leases. */
+	TAILQ_FOREACH (l, &h->leases, holder_link) {
+		if (l->model == m)
+			l->model = NULL;
+	}
+	idtable_remove(&s->models, m->id);
+	TAILQ_REMOVE(&h->models, m, holder_link);
+	h->model_count--;
+	TAILQ_REMOVE(&d->models, m, device_link);
+	d->nmodels--;
+	free(m);
+}
+
+bool state_device_lost(struct state *s, unsigned device, const char *why)
+{
+	struct device *d = &s->devices[device];
+
+	if (d->lost)
+		return false;
+	d->lost = true;
+	snprintf(d->lost_reason, sizeof(d->lost_reason), "%s", why);
+	return true;
 }

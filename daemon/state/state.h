@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adoption.h"
 #include "base/heap.h"
 #include "base/idtable.h"
 #include "device.h"
@@ -35,6 +36,8 @@ struct state {
 	struct uid_accounts uids; /* per uid: its holders (quotas, connections per uid) */
 	struct idtable waiters;	  /* waiting requests by arrival number */
 	struct heap deadlines;	  /* every deadline: timeouts, evictions, the grace period */
+	uint64_t fd_leases;	  /* host leases held or being granted, all holders */
+	struct adoption adoption; /* what a previous daemon left, awaiting re-declaration */
 };
 
 /* state_init sets up empty books (no device yet). */
@@ -82,11 +85,16 @@ void state_lease_link(struct state *s, struct holder *h, struct lease *l, uint64
 void state_lease_unlink(struct state *s, struct lease *l);
 
 /*
- * state_waiter_number gives w its arrival number (w->seq) and indexes it. Returns 0, -ENOMEM
- * or -EOVERFLOW. state_waiter_unnumber forgets it.
+ * state_waiter_add queues a copy of template t (kind, holder, request, device, size, model,
+ * target, timeout, tag) on its device at now_ms with its deadline due_ms (UINT64_MAX: none):
+ * numbered in arrival order, on its device's queue and its holder's list, counted on its
+ * model. Returns 0, -ENOMEM or -EOVERFLOW (nothing queued).
  */
-int state_waiter_number(struct state *s, struct waiter *w);
-void state_waiter_unnumber(struct state *s, struct waiter *w);
+int state_waiter_add(struct state *s, const struct waiter *t, uint64_t now_ms, uint64_t due_ms,
+		     struct waiter **out);
+
+/* state_waiter_drop takes w off its queue, its holder, its model and its deadline, and frees it. */
+void state_waiter_drop(struct state *s, struct waiter *w);
 
 /* state_waiter_find returns the waiting request with this arrival number, or NULL. */
 struct waiter *state_waiter_find(const struct state *s, uint64_t seq);
@@ -108,5 +116,33 @@ uint64_t state_next_due(const struct state *s);
  * (whose owner must forget its slot). Returns false when none is due.
  */
 bool state_deadline_due(struct state *s, uint64_t now_ms, struct heap_entry *out);
+
+/*
+ * state_device_lost marks a device unusable for why (its waiting requests are refused, new
+ * ones too; leases already granted go as their owners let go). Returns true when it was not
+ * lost before.
+ */
+bool state_device_lost(struct state *s, unsigned device, const char *why);
+
+/*
+ * state_fd_take counts one more host lease (one that keeps an fd in the daemon) for h, its
+ * uid and all holders; state_fd_release gives one back (h NULL: a holder gone meanwhile,
+ * whose share went back to its uid as it left: only the total).
+ */
+void state_fd_take(struct state *s, struct holder *h);
+void state_fd_release(struct state *s, struct holder *h);
+
+/*
+ * state_model_add registers model m (its fields filled in, owner and device set) under want_id
+ * when that id is free or reserved for it (a model re-declared after a restart), else under a
+ * fresh id; links it to its owner and device. Returns 0, -ENOMEM or -EOVERFLOW.
+ */
+int state_model_add(struct state *s, struct model *m, uint64_t want_id);
+
+/*
+ * state_model_remove unlinks m from its owner, its device and the model table (its leases
+ * outlive it as plain leases) and frees it; its reservation, deadline and waiters must be gone.
+ */
+void state_model_remove(struct state *s, struct model *m);
 
 #endif
