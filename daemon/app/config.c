@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "options_set.h"
 #include "policy/access.h"
 #include "size.h"
 
@@ -324,6 +325,31 @@ static void print_access(FILE *out, const struct options *eff)
 		fprintf(out, "; admin_group: none, only root administers (default)\n");
 }
 
+/* print_limits prints [limits]. */
+static void print_limits(FILE *out, const struct options *eff)
+{
+	char v[64];
+
+	fprintf(out, "\n[limits]\n");
+	snprintf(v, sizeof(v), "%u", eff->max_clients);
+	setting(out, eff, OPTION_MAX_CLIENTS, v);
+	snprintf(v, sizeof(v), "%u", eff->max_pending);
+	setting(out, eff, OPTION_MAX_PENDING, v);
+	snprintf(v, sizeof(v), "%u", eff->max_leases);
+	setting(out, eff, OPTION_MAX_LEASES, v);
+	setting(out, eff, OPTION_MAX_QUEUED, size_text(eff->max_queued, v, sizeof(v)));
+	snprintf(v, sizeof(v), "%u", eff->max_clients_per_uid);
+	setting(out, eff, OPTION_MAX_CLIENTS_PER_UID, v);
+	setting(out, eff, OPTION_MAX_BYTES_PER_UID,
+		eff->max_bytes_per_uid ? size_text(eff->max_bytes_per_uid, v, sizeof(v))
+				       : "unlimited");
+	setting(out, eff, OPTION_MAX_MESSAGE, size_text(eff->max_message, v, sizeof(v)));
+	setting(out, eff, OPTION_HANDSHAKE_TIMEOUT,
+		seconds_text(eff->handshake_timeout_ms, v, sizeof(v)));
+	snprintf(v, sizeof(v), "%u", eff->max_subscribers);
+	setting(out, eff, OPTION_MAX_SUBSCRIBERS, v);
+}
+
 void config_print(const struct options *eff, const char *socket_path, const char *path, FILE *out)
 {
 	char v[64];
@@ -357,24 +383,7 @@ void config_print(const struct options *eff, const char *socket_path, const char
 		fprintf(out, "; exclusive: none (%s)\n",
 			options_source_name(eff->from[OPTION_EXCLUSIVE]));
 
-	fprintf(out, "\n[limits]\n");
-	snprintf(v, sizeof(v), "%u", eff->max_clients);
-	setting(out, eff, OPTION_MAX_CLIENTS, v);
-	snprintf(v, sizeof(v), "%u", eff->max_pending);
-	setting(out, eff, OPTION_MAX_PENDING, v);
-	snprintf(v, sizeof(v), "%u", eff->max_leases);
-	setting(out, eff, OPTION_MAX_LEASES, v);
-	setting(out, eff, OPTION_MAX_QUEUED, size_text(eff->max_queued, v, sizeof(v)));
-	snprintf(v, sizeof(v), "%u", eff->max_clients_per_uid);
-	setting(out, eff, OPTION_MAX_CLIENTS_PER_UID, v);
-	setting(out, eff, OPTION_MAX_BYTES_PER_UID,
-		eff->max_bytes_per_uid ? size_text(eff->max_bytes_per_uid, v, sizeof(v))
-				       : "unlimited");
-	setting(out, eff, OPTION_MAX_MESSAGE, size_text(eff->max_message, v, sizeof(v)));
-	setting(out, eff, OPTION_HANDSHAKE_TIMEOUT,
-		seconds_text(eff->handshake_timeout_ms, v, sizeof(v)));
-	snprintf(v, sizeof(v), "%u", eff->max_subscribers);
-	setting(out, eff, OPTION_MAX_SUBSCRIBERS, v);
+	print_limits(out, eff);
 
 	fprintf(out, "\n[metrics]\n");
 	if (eff->metrics_textfile) {

@@ -14,9 +14,13 @@
 #include "config.h"
 #include "hooks.h"
 #include "metrics_file.h"
+#include "net/dispatch.h"
+#include "net/drain.h"
 #include "net/encode.h"
+#include "net/feed.h"
+#include "net/listener.h"
 #include "net/server.h"
-#include "options.h"
+#include "options_cli.h"
 #include "platform/backend/registry.h"
 #include "platform/systemd.h"
 #include "service/adopt.h"
@@ -260,6 +264,7 @@ static int start_net(struct daemon *dm)
 
 	if (rc == 0)
 		rc = feed_subscribe_bus(&s->feed, &s->svc.bus);
+	dispatch_install(s);
 	if (rc == 0)
 		rc = server_listen(s, &dm->loop, dm->path);
 	if (rc == 0)

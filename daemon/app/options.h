@@ -108,13 +108,6 @@ struct options {
 	struct size_policy device[BACKEND_MAX_DEVICES]; /* one device */
 };
 
-/* What the command line says: its settings, and what to do with the configuration file. */
-struct command_line {
-	struct options flags;
-	const char *config_path; /* --config, or NULL for the default file */
-	bool check_config;	 /* --check-config */
-};
-
 /* Defaults. */
 #define OPTIONS_EVICT_DEADLINE_MS 20000u
 #define OPTIONS_SHUTDOWN_TIMEOUT_MS 5000u
@@ -128,13 +121,6 @@ struct command_line {
 #define ROCMMEMD_EXIT_OK 0
 #define ROCMMEMD_EXIT_FAILURE 1 /* could not start or run: socket busy, backend failed */
 #define ROCMMEMD_EXIT_USAGE 2	/* bad command line or configuration: restarting won't help */
-
-/*
- * options_parse reads argv into cl (cl->flags holds only what the flags set; free it with
- * options_free). Returns 0 to run, 1 when --help or --version was printed to out (exit 0),
- * or -EINVAL after printing a usage error to err (exit ROCMMEMD_EXIT_USAGE).
- */
-int options_parse(int argc, char **argv, struct command_line *cl, FILE *out, FILE *err);
 
 /* options_defaults fills o with every default and nothing marked as set. */
 void options_defaults(struct options *o);
@@ -153,30 +139,6 @@ const struct option_name *options_named(const char *section, const char *key);
 
 /* options_name returns the names of a setting (never NULL for a valid id). */
 const struct option_name *options_name(enum option_id id);
-
-/*
- * options_set checks value for setting id and stores it in o, marking it set. device is the
- * device a [device N] section or a "N:" prefix named, or -1. A value for every device may carry
- * its own "N:" prefix where the flag allows one (--budget, --headroom, --exclusive). Returns 0,
- * or -EINVAL with the reason in why (without the setting's name).
- */
-int options_set(struct options *o, enum option_id id, int device, const char *value, char *why,
-		size_t why_len);
-
-/*
- * options_merge combines the sources into eff: a flag's value wins over the file's, the file's
- * over the default; each value's source is recorded. Per device, the first source that gives
- * a budget or a headroom decides: the flag for that device, the flag for all devices, the
- * file's [device N], the file's [devices]. Any --exclusive replaces the file's rules. eff
- * owns copies of the strings. Returns 0 or -ENOMEM.
- */
-int options_merge(struct options *eff, const struct options *flags, const struct options *file);
-
-/* options_validate checks what no single value can: returns 0 or -EINVAL with why. */
-int options_validate(const struct options *eff, char *why, size_t why_len);
-
-/* options_budget gives device's budget and headroom as the merged options decide them. */
-void options_budget(const struct options *eff, unsigned device, struct budget_config *out);
 
 /* options_free frees what o owns and leaves it empty (defaults not restored). */
 void options_free(struct options *o);

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "options_merge.h"
 #include "base/log.h"
+#include "net/handshake.h"
 #include "net/server.h"
 
 /* read_file loads st's file into file: a missing default file is no file at all. */

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "options.h"
+#include "options_cli.h"
 #include "service/service.h"
 
 struct server;

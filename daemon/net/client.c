@@ -15,20 +15,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "dispatch.h"
-#include "feed.h"
-#include "server.h"
 #include "wire.h"
-
-/* A packet that could not be sent at once, waiting for the socket to drain. */
-struct outmsg {
-	TAILQ_ENTRY(outmsg) link;
-	size_t len;
-	size_t footprint; /* what it costs the daemon, counted against the queue cap */
-	unsigned nfds;
-	int *fds;      /* nfds duplicated fds, right after the struct */
-	uint8_t *data; /* len bytes, after the fds */
-};
 
 /* Packets handled per wake-up before other clients get their turn. */
 #define CLIENT_BURST 32
@@ -100,7 +87,6 @@ int client_create(struct server *s, int fd, struct peer *peer, struct client **o
 	set_poll_events(c, UV_READABLE | UV_DISCONNECT);
 	TAILQ_INSERT_TAIL(&s->clients, c, link);
 	s->client_count++;
-	handshake_begin(&s->handshake, c);
 	log_debug("connection %" PRIu64 " accepted from pid %d uid %u gid %u (%u more group(s); "
 		  "pidfd: %s)",
 		  c->id, (int)c->holder->who.pid, (unsigned)c->holder->who.uid,
@@ -142,8 +128,7 @@ void client_destroy(struct client *c)
 	TAILQ_REMOVE(&s->clients, c, link);
 	s->client_count--;
 	idtable_remove(&s->conns, c->id);
-	handshake_end(&s->handshake, c);
-	feed_client_gone(&s->feed, c);
+	s->hooks.closing(c);
 	free_outq(c);
 	svc_holder_gone(&s->svc, c->holder, c->greeted);
 	c->holder = NULL;
@@ -238,13 +223,8 @@ static void flush(struct client *c)
 		wire_close_fds(m->fds, m->nfds);
 		free(m);
 	}
-	if (c->status.stage != STATUS_IDLE)
-		status_continue(c);
-	/* Telemetry it fell behind on goes once replies are out. */
-	if (!reading_paused(c) && c->feed_blocked) {
-		c->feed_blocked = false;
-		feed_client_writable(&c->server->feed, c);
-	}
+	/* The status stream goes on, and telemetry it fell behind on goes once replies are out. */
+	c->server->hooks.drained(c);
 	/* Drained (unless the status stream queued more): read the waiting requests again. */
 	if (!reading_paused(c))
 		set_poll_events(c,
@@ -419,7 +399,7 @@ static void read_packets(struct client *c)
 			client_destroy(c);
 			return;
 		}
-		dispatch_packet(c, (size_t)n, fds, nfds);
+		c->server->hooks.packet(c, (size_t)n, fds, nfds);
 	}
 }
 

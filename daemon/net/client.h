@@ -5,43 +5,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/queue.h>
 #include <sys/types.h>
-#include <uv.h>
 
-#include "feed.h"
-#include "platform/peer.h"
+#include "net.h"
 #include "rocmmem.pb-c.h"
-#include "state/holder.h"
-#include "status.h"
-#include "version.h"
-
-struct server;
-struct outmsg;
-TAILQ_HEAD(outmsg_list, outmsg);
-
-struct client {
-	struct server *server;
-	int fd;
-	uv_poll_t poll;
-	int poll_events;
-	uint64_t id;	       /* its holder's id */
-	struct holder *holder; /* what it holds (state/holder.h); NULL once torn down */
-	bool greeted;
-	bool closing; /* torn down; the struct lives until the poll handle's close callback */
-	bool kicked;  /* shut down; torn down when the loop next sees the socket */
-	struct outmsg_list outq;
-	size_t out_bytes;
-	uint64_t event_seq;
-	struct status_cursor status; /* a status reply being streamed, if any */
-	struct subscription sub;     /* telemetry it subscribed to, if any */
-	bool feed_blocked;  /* telemetry found its socket full: wake the feed when it drains */
-	bool handle_closed; /* libuv is done with the poll handle */
-	TAILQ_ENTRY(client) link;
-	struct peer peer;  /* its pidfd (its identity is the holder's) */
-	bool in_handshake; /* has not said hello yet (handshake.h) */
-	TAILQ_ENTRY(client) handshake_link;
-};
 
 /*
  * client_create takes ownership of a connected fd and of its peer (peer_identify; peer is left

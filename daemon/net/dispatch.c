@@ -15,6 +15,7 @@
 #include "feed.h"
 #include "handshake.h"
 #include "platform/peer.h"
+#include "drain.h"
 #include "server.h"
 #include "service/metrics.h"
 #include "status.h"
@@ -368,4 +369,29 @@ void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 		dispatch(c, msg);
 	}
 	rocmmem__wire__client_message__free_unpacked(msg, NULL);
+}
+
+/* conn_drained goes on with what waited for the connection's queue to empty. */
+static void conn_drained(struct client *c)
+{
+	if (c->status.stage != STATUS_IDLE)
+		status_continue(c);
+	if (TAILQ_EMPTY(&c->outq) && c->feed_blocked) {
+		c->feed_blocked = false;
+		feed_client_writable(&c->server->feed, c);
+	}
+}
+
+/* conn_closing forgets a connection being torn down. */
+static void conn_closing(struct client *c)
+{
+	handshake_end(&c->server->handshake, c);
+	feed_client_gone(&c->server->feed, c);
+}
+
+void dispatch_install(struct server *s)
+{
+	s->hooks.packet = dispatch_packet;
+	s->hooks.drained = conn_drained;
+	s->hooks.closing = conn_closing;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 struct client;
+struct server;
 
 /*
  * dispatch_packet decodes the len bytes the connection received (in its server's rx buffer,
@@ -14,5 +15,12 @@ struct client;
  * hello first, then whatever the service, the status stream or the feed serves.
  */
 void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds);
+
+/*
+ * dispatch_install sets s's connection hooks (net.h): a packet goes to dispatch_packet; a
+ * drained queue lets the status stream and the feed go on; a connection torn down is
+ * forgotten by the handshake and the feed.
+ */
+void dispatch_install(struct server *s);
 
 #endif

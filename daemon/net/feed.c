@@ -11,247 +11,18 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/log.h"
 #include "client.h"
 #include "service/bus.h"
-#include "report.h"
+#include "feed_frame.h"
+#include "feed_sample.h"
 #include "server.h"
 #include "text.h"
 #include "wire.h"
 
-/* realtime_ms is the wall-clock time a sample carries. */
-static uint64_t realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Protobuf wire format: a field's key is (number << 3) | type. */
-#define WIRETYPE_VARINT 0u
-#define WIRETYPE_LEN 2u
-#define SERVER_MESSAGE_EVENT 2u
-#define EVENT_SEQ 1u
-#define FIELD_SAMPLE 6u
-#define FIELD_TELEMETRY 7u
-#define SAMPLE_DROPPED 8u
-#define SAMPLE_INTERVAL 11u
-#define TELEMETRY_DROPPED 13u
-/* Room an envelope adds around a body: three keys and three varints. */
-#define FRAME_OVERHEAD 32u
 /* The hardware sampler never runs faster than this, whatever the subscribers ask. */
 #define HARDWARE_MIN_INTERVAL_MS 100u
-
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
-/* put_uint_field writes field number num as a varint field; returns the bytes written. */
-static size_t put_uint_field(uint8_t *p, unsigned num, uint64_t v)
-{
-	size_t n = put_varint(p, (uint64_t)num << 3 | WIRETYPE_VARINT);
-
-	return n + put_varint(p + n, v);
-}
-
-ssize_t feed_frame(uint8_t *out, size_t cap, uint64_t seq, unsigned field, const uint8_t *body,
-		   size_t body_len, const uint8_t *extra, size_t extra_len)
-{
-	size_t inner = body_len + extra_len;
-	size_t event_len = 1 + varint_len(seq) + varint_len((uint64_t)field << 3 | WIRETYPE_LEN) +
-			   varint_len(inner) + inner;
-	size_t total = 1 + varint_len(event_len) + event_len;
-	uint8_t *p = out;
-
-	if (total > cap)
-		return -EMSGSIZE;
-	p += put_varint(p, SERVER_MESSAGE_EVENT << 3 | WIRETYPE_LEN);
-	p += put_varint(p, event_len);
-	p += put_uint_field(p, EVENT_SEQ, seq);
-	p += put_varint(p, (uint64_t)field << 3 | WIRETYPE_LEN);
-	p += put_varint(p, inner);
-	memcpy(p, body, body_len);
-	p += body_len;
-	if (extra_len)
-		memcpy(p, extra, extra_len);
-	p += extra_len;
-	return (ssize_t)(p - out);
-}
-
-/* ----------------------------------------------------------------------------------------- */
-/* Samples */
-
-/* Scratch for one sample: filled, packed, done before the loop runs again. */
-static struct {
-	struct report_device devices[BACKEND_MAX_DEVICES];
-	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
-	Rocmmem__Wire__ClientInfo clients[FEED_SAMPLE_CLIENTS];
-	Rocmmem__Wire__ClientInfo *client_ptrs[FEED_SAMPLE_CLIENTS];
-	Rocmmem__Wire__ModelInfo models[FEED_SAMPLE_MODELS];
-	Rocmmem__Wire__ModelInfo *model_ptrs[FEED_SAMPLE_MODELS];
-	Rocmmem__Wire__Counters counters;
-} scratch;
-
-struct ranked {
-	uint64_t bytes;
-	uint64_t id;
-	const void *item;
-};
-
-/* by_bytes: largest first, then oldest (lowest id) first. */
-static int by_bytes(const void *pa, const void *pb)
-{
-	const struct ranked *a = pa, *b = pb;
-
-	if (a->bytes != b->bytes)
-		return a->bytes > b->bytes ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
-}
-
-/* rank_clients lists the connected clients largest first (caller frees); NULL on no memory. */
-static struct ranked *rank_clients(const struct server *s, size_t *n)
-{
-	struct ranked *v = calloc(s->client_count ? s->client_count : 1, sizeof(*v));
-	const struct client *c;
-	size_t i = 0;
-
-	if (!v)
-		return NULL;
-	TAILQ_FOREACH (c, &s->clients, link) {
-		if (i == s->client_count)
-			break;
-		v[i++] = (struct ranked){holder_bytes(c->holder), c->id, c->holder};
-	}
-	qsort(v, i, sizeof(*v), by_bytes);
-	*n = i;
-	return v;
-}
-
-static struct ranked *rank_models(const struct svc *a, size_t *n)
-{
-	size_t count = 0, i = 0;
-	struct ranked *v;
-	uint64_t id;
-	const struct model *m;
-
-	for (unsigned d = 0; d < a->state.ndevices; d++)
-		count += a->state.devices[d].nmodels;
-	v = calloc(count ? count : 1, sizeof(*v));
-	if (!v)
-		return NULL;
-	for (m = idtable_next(&a->state.models, 0, &id); m && i < count;
-	     m = idtable_next(&a->state.models, id, &id))
-		v[i++] = (struct ranked){model_resident(m), m->id, m};
-	qsort(v, i, sizeof(*v), by_bytes);
-	*n = i;
-	return v;
-}
-
-/*
- * build_sample fills and packs this round's sample into f->sample, listing at most the given
- * numbers of clients and models. Returns 0, -ENOMEM, or -EMSGSIZE when it does not fit.
- */
-static int pack_sample(struct feed *f, const struct ranked *clients, size_t nclients,
-		       const struct ranked *models, size_t nmodels, size_t max_clients,
-		       size_t max_models)
-{
-	Rocmmem__Wire__TelemetrySample st = ROCMMEM__WIRE__TELEMETRY_SAMPLE__INIT;
-	const struct server *s = f->server;
-	const struct svc *a = &s->svc;
-	uint64_t now = uv_now(f->loop), oldest = 0;
-	unsigned waiters = 0;
-	size_t len;
-
-	st.has_timestamp_ms = true;
-	st.timestamp_ms = realtime_ms();
-	st.has_uptime_ms = true;
-	st.uptime_ms = server_uptime_ms(s);
-	for (unsigned i = 0; i < a->state.ndevices; i++) {
-		const struct device *d = &a->state.devices[i];
-		uint64_t wait = device_oldest_wait_ms(d, now);
-
-		report_device(&scratch.devices[i], s, d, now);
-		scratch.device_ptrs[i] = &scratch.devices[i].info;
-		waiters += d->queue.count;
-		if (wait > oldest)
-			oldest = wait;
-	}
-	st.n_devices = a->state.ndevices;
-	st.devices = scratch.device_ptrs;
-	for (size_t i = 0; i < nclients && i < max_clients; i++) {
-		report_holder(&scratch.clients[i], clients[i].item, now);
-		scratch.client_ptrs[i] = &scratch.clients[i];
-		st.n_clients++;
-	}
-	st.clients = scratch.client_ptrs;
-	for (size_t i = 0; i < nmodels && i < max_models; i++) {
-		report_model(&scratch.models[i], models[i].item, now);
-		scratch.model_ptrs[i] = &scratch.models[i];
-		st.n_models++;
-	}
-	st.models = scratch.model_ptrs;
-	st.has_clients_omitted = true;
-	st.clients_omitted = (uint32_t)(nclients - st.n_clients);
-	st.has_models_omitted = true;
-	st.models_omitted = (uint32_t)(nmodels - st.n_models);
-	st.has_waiters = true;
-	st.waiters = waiters;
-	st.has_oldest_wait_ms = true;
-	st.oldest_wait_ms = oldest;
-	report_counters(&scratch.counters, &a->counters);
-	st.counters = &scratch.counters;
-	len = rocmmem__wire__telemetry_sample__get_packed_size(&st);
-	if (len + FRAME_OVERHEAD > WIRE_MAX_FRAME)
-		return -EMSGSIZE;
-	f->sample_len = rocmmem__wire__telemetry_sample__pack(&st, f->sample);
-	return 0;
-}
-
-static int build_sample(struct feed *f)
-{
-	size_t nclients = 0, nmodels = 0, max_clients = FEED_SAMPLE_CLIENTS;
-	size_t max_models = FEED_SAMPLE_MODELS;
-	struct ranked *clients = rank_clients(f->server, &nclients);
-	struct ranked *models = rank_models(&f->server->svc, &nmodels);
-	int rc = -ENOMEM;
-
-	if (clients && models) {
-		/* Long names can make the lists too large for one packet: list fewer. */
-		while ((rc = pack_sample(f, clients, nclients, models, nmodels, max_clients,
-					 max_models)) == -EMSGSIZE &&
-		       (max_clients > 0 || max_models > 0)) {
-			max_clients /= 2;
-			max_models /= 2;
-		}
-	}
-	free(clients);
-	free(models);
-	if (rc == 0)
-		f->samples_built++;
-	return rc;
-}
 
 /* send_sample sends this round's sample to c; counts it dropped if c's socket is full. */
 static void send_sample(struct feed *f, struct client *c)
@@ -269,9 +40,9 @@ static void send_sample(struct feed *f, struct client *c)
 		return;
 	}
 	if (sub->samples_dropped)
-		extra_len += put_uint_field(extra, SAMPLE_DROPPED, sub->samples_dropped);
-	extra_len += put_uint_field(extra + extra_len, SAMPLE_INTERVAL, sub->interval_ms);
-	len = feed_frame(f->packet, WIRE_MAX_FRAME, c->event_seq + 1, FIELD_SAMPLE, f->sample,
+		extra_len += feed_put_uint_field(extra, FEED_SAMPLE_DROPPED, sub->samples_dropped);
+	extra_len += feed_put_uint_field(extra + extra_len, FEED_SAMPLE_INTERVAL, sub->interval_ms);
+	len = feed_frame(f->packet, WIRE_MAX_FRAME, c->event_seq + 1, FEED_FIELD_SAMPLE, f->sample,
 			 f->sample_len, extra, extra_len);
 	if (len > 0 && client_send_droppable(c, f->packet, (size_t)len) == 0) {
 		c->event_seq++;
@@ -328,7 +99,7 @@ static void on_samples(uv_timer_t *timer)
 			break;
 		}
 		if (!built) {
-			if (build_sample(f) < 0) {
+			if (feed_build_sample(f) < 0) {
 				log_warn("Could not build a telemetry sample: out of memory");
 				failed = true;
 				break;
@@ -371,8 +142,9 @@ static bool send_events(struct feed *f, struct client *c, uint64_t start)
 			return false;
 		slot = &f->ring[sub->cursor % FEED_RING];
 		if (sub->events_dropped)
-			extra_len = put_uint_field(extra, TELEMETRY_DROPPED, sub->events_dropped);
-		len = feed_frame(f->packet, WIRE_MAX_FRAME, c->event_seq + 1, FIELD_TELEMETRY,
+			extra_len =
+			    feed_put_uint_field(extra, FEED_TELEMETRY_DROPPED, sub->events_dropped);
+		len = feed_frame(f->packet, WIRE_MAX_FRAME, c->event_seq + 1, FEED_FIELD_TELEMETRY,
 				 slot->data, slot->len, extra, extra_len);
 		if (len < 0 || client_send_droppable(c, f->packet, (size_t)len) < 0)
 			return true; /* full: the rest when its socket drains (or is dropped) */

@@ -6,70 +6,15 @@
 #ifndef ROCMMEMD_FEED_H
 #define ROCMMEMD_FEED_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 #include <sys/types.h>
 #include <uv.h>
 
+#include "net.h"
 #include "rocmmem.pb-c.h"
 
 struct bus;
-struct server;
-struct client;
-
-#define FEED_MIN_INTERVAL_MS 10u
-#define FEED_MAX_INTERVAL_MS 60000u
-/* Events kept for subscribers that fall behind; older ones are dropped for them (counted). */
-#define FEED_RING 1024u
-/* The most bytes one packed event takes: a longer detail text is cut to fit. */
-#define FEED_EVENT_MAX 1536u
-/* How much a sample lists; the rest (smallest first) is counted as omitted. */
-#define FEED_SAMPLE_CLIENTS 128u
-#define FEED_SAMPLE_MODELS 192u
-/* Loop time one round of sends may take before it yields to other clients. */
-#define FEED_SLICE_NS (2u * 1000u * 1000u)
-
-/* A connection's subscription, kept in its struct client. */
-struct subscription {
-	bool samples;
-	bool events;
-	uint32_t interval_ms;
-	uint64_t next_due_ms; /* loop time of the next sample */
-	uint32_t samples_dropped;
-	uint64_t cursor; /* number of the next event to send */
-	uint32_t events_dropped;
-	TAILQ_ENTRY(client) sample_link;
-	TAILQ_ENTRY(client) event_link;
-};
-
-TAILQ_HEAD(feed_clients, client);
-
-struct feed_slot {
-	uint32_t len;
-	uint8_t data[FEED_EVENT_MAX];
-};
-
-struct feed {
-	struct server *server;
-	uv_loop_t *loop;
-	uv_timer_t sample_timer;
-	uv_timer_t event_timer;
-	bool running;
-	bool flush_scheduled;
-	struct feed_clients samplers;
-	struct feed_clients listeners;
-	unsigned nsamplers;
-	unsigned nlisteners;
-	unsigned nsubscribers;	/* connections subscribed to samples, events or both */
-	struct feed_slot *ring; /* FEED_RING slots, allocated with the first listener */
-	uint64_t published;	/* events numbered so far: event k is ring[k % FEED_RING] */
-	uint8_t *sample;	/* the packed sample of the current round */
-	size_t sample_len;
-	uint8_t *packet; /* one framed message */
-	uint64_t samples_built;
-};
 
 /* feed_init sets up the timers; no subscriber yet. Returns 0 or a negative errno. */
 int feed_init(struct feed *f, struct server *s, uv_loop_t *loop);
@@ -102,13 +47,5 @@ void feed_client_writable(struct feed *f, struct client *c);
  * sentence and sent to every event subscriber soon. Returns 0 or -ENOSPC.
  */
 int feed_subscribe_bus(struct feed *f, struct bus *b);
-
-/*
- * feed_frame writes ServerMessage{event{seq, <field>: body + extra}} to out: body is a packed
- * TelemetrySample (field 6) or TelemetryEvent (field 7), extra more of its fields, packed.
- * Returns the length, or -EMSGSIZE when it would exceed cap.
- */
-ssize_t feed_frame(uint8_t *out, size_t cap, uint64_t seq, unsigned field, const uint8_t *body,
-		   size_t body_len, const uint8_t *extra, size_t extra_len);
 
 #endif

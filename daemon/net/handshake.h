@@ -6,20 +6,9 @@
 #ifndef ROCMMEMD_HANDSHAKE_H
 #define ROCMMEMD_HANDSHAKE_H
 
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/queue.h>
 #include <uv.h>
 
-struct client;
-struct server;
-
-struct handshake {
-	struct server *server;
-	uv_timer_t timer;
-	bool running;
-	TAILQ_HEAD(, client) waiting; /* in the order they connected */
-};
+#include "net.h"
 
 /* handshake_init sets up the timer; nobody waits yet. Returns 0 or a negative errno. */
 int handshake_init(struct handshake *h, struct server *s, uv_loop_t *loop);

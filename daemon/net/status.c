@@ -132,6 +132,107 @@ static const struct waiter *next_waiter(struct status_cursor *cur, const struct 
 	return NULL;
 }
 
+/*
+ * fill_head fills what only a reply's first part carries: the daemon, its devices, counters,
+ * latest denials, limits, access refusals and what awaits re-declaration.
+ */
+static void fill_head(const struct server *s, Rocmmem__Wire__StatusReply *st,
+		      Rocmmem__Wire__DaemonInfo *daemon, uint64_t now)
+{
+	const struct svc *a = &s->svc;
+
+	report_daemon(daemon, s);
+	st->daemon = daemon;
+	for (unsigned i = 0; i < a->state.ndevices; i++) {
+		report_device(&part.devices[i], s, &a->state.devices[i], now);
+		part.device_ptrs[i] = &part.devices[i].info;
+	}
+	st->n_devices = a->state.ndevices;
+	st->devices = part.device_ptrs;
+	report_counters(&part.counters, &a->counters);
+	st->counters = &part.counters;
+	denials_fill(&a->denials, &part.denials, &st->n_denials, &st->denials);
+	quota_report(&part.limits, a);
+	st->n_limits = LIMIT_COUNT;
+	st->limits = part.limits.ptrs;
+	rocmmem__wire__access_info__init(&part.access);
+	part.access.has_peers_refused = part.access.has_requests_refused = true;
+	part.access.peers_refused = a->counters.peers_refused;
+	part.access.requests_refused = a->counters.requests_refused;
+	st->access = &part.access;
+	fill_awaiting(a, st);
+}
+
+/* next_stage moves the cursor to the start of stage. */
+static void next_stage(struct status_cursor *cur, enum status_stage stage)
+{
+	cur->stage = stage;
+	cur->device = 0;
+	cur->after = 0;
+}
+
+/*
+ * add_item adds the item after the cursor to st and moves the cursor past it; false when its
+ * stage had no more (the cursor moved on to the next stage instead). *prev is the client last
+ * added in this part: within a part the list cannot change, so it is walked; across parts,
+ * the cursor seeks.
+ */
+static bool add_item(struct status_cursor *cur, const struct server *s,
+		     Rocmmem__Wire__StatusReply *st, const struct client **prev, uint64_t now)
+{
+	const struct svc *a = &s->svc;
+
+	if (cur->stage == STATUS_CLIENTS) {
+		const struct client *next =
+		    *prev ? TAILQ_NEXT(*prev, link) : server_next_client(s, cur->after);
+
+		if (!next) {
+			next_stage(cur, STATUS_LEASES);
+			return false;
+		}
+		report_holder(&part.clients[st->n_clients], next->holder, now);
+		part.client_ptrs[st->n_clients] = &part.clients[st->n_clients];
+		st->n_clients++;
+		cur->after = next->id;
+		*prev = next;
+	} else if (cur->stage == STATUS_LEASES) {
+		const struct lease *l = lease_table_next(&a->state.leases, cur->after);
+
+		if (!l) {
+			next_stage(cur, STATUS_MODELS);
+			return false;
+		}
+		fill_lease(&part.leases[st->n_leases], l, now);
+		part.lease_ptrs[st->n_leases] = &part.leases[st->n_leases];
+		st->n_leases++;
+		cur->after = l->id;
+	} else if (cur->stage == STATUS_MODELS) {
+		uint64_t id;
+		const struct model *m = idtable_next(&a->state.models, cur->after, &id);
+
+		if (!m) {
+			next_stage(cur, STATUS_QUEUE);
+			return false;
+		}
+		report_model(&part.models[st->n_models], m, now);
+		part.model_ptrs[st->n_models] = &part.models[st->n_models];
+		st->n_models++;
+		cur->after = id;
+	} else {
+		const struct waiter *w = next_waiter(cur, a);
+
+		if (!w) {
+			cur->stage = STATUS_IDLE;
+			return false;
+		}
+		fill_waiter(&part.queue[st->n_queue], w, now);
+		part.queue_ptrs[st->n_queue] = &part.queue[st->n_queue];
+		st->n_queue++;
+		cur->after = w->seq;
+	}
+	return true;
+}
+
 /* send_part fills one part from the cursor onwards and sends it. */
 static void send_part(struct client *c, bool first)
 {
@@ -140,92 +241,19 @@ static void send_part(struct client *c, bool first)
 	Rocmmem__Wire__DaemonInfo daemon;
 	struct status_cursor *cur = &c->status;
 	struct server *s = c->server;
-	struct svc *a = &s->svc;
 	const struct client *prev = NULL;
 	uint64_t now = uv_now(s->loop);
 	unsigned items = 0;
 
-	if (first) {
-		report_daemon(&daemon, s);
-		st.daemon = &daemon;
-		for (unsigned i = 0; i < a->state.ndevices; i++) {
-			report_device(&part.devices[i], s, &a->state.devices[i], now);
-			part.device_ptrs[i] = &part.devices[i].info;
-		}
-		st.n_devices = a->state.ndevices;
-		st.devices = part.device_ptrs;
-		report_counters(&part.counters, &a->counters);
-		st.counters = &part.counters;
-		denials_fill(&a->denials, &part.denials, &st.n_denials, &st.denials);
-		quota_report(&part.limits, a);
-		st.n_limits = LIMIT_COUNT;
-		st.limits = part.limits.ptrs;
-		rocmmem__wire__access_info__init(&part.access);
-		part.access.has_peers_refused = part.access.has_requests_refused = true;
-		part.access.peers_refused = a->counters.peers_refused;
-		part.access.requests_refused = a->counters.requests_refused;
-		st.access = &part.access;
-		fill_awaiting(a, &st);
-	}
+	if (first)
+		fill_head(s, &st, &daemon, now);
 	st.clients = part.client_ptrs;
 	st.leases = part.lease_ptrs;
 	st.models = part.model_ptrs;
 	st.queue = part.queue_ptrs;
 	while (items < STATUS_PART_ITEMS && cur->stage != STATUS_IDLE) {
-		if (cur->stage == STATUS_CLIENTS) {
-			/* Within a part the list cannot change, so walk it; across parts, seek. */
-			const struct client *next =
-			    prev ? TAILQ_NEXT(prev, link) : server_next_client(s, cur->after);
-
-			if (!next) {
-				cur->stage = STATUS_LEASES;
-				cur->after = 0;
-				continue;
-			}
-			report_holder(&part.clients[st.n_clients], next->holder, now);
-			part.client_ptrs[st.n_clients] = &part.clients[st.n_clients];
-			st.n_clients++;
-			cur->after = next->id;
-			prev = next;
-		} else if (cur->stage == STATUS_LEASES) {
-			const struct lease *l = lease_table_next(&a->state.leases, cur->after);
-
-			if (!l) {
-				cur->stage = STATUS_MODELS;
-				cur->after = 0;
-				continue;
-			}
-			fill_lease(&part.leases[st.n_leases], l, now);
-			part.lease_ptrs[st.n_leases] = &part.leases[st.n_leases];
-			st.n_leases++;
-			cur->after = l->id;
-		} else if (cur->stage == STATUS_MODELS) {
-			uint64_t id;
-			const struct model *m = idtable_next(&a->state.models, cur->after, &id);
-
-			if (!m) {
-				cur->stage = STATUS_QUEUE;
-				cur->device = 0;
-				cur->after = 0;
-				continue;
-			}
-			report_model(&part.models[st.n_models], m, now);
-			part.model_ptrs[st.n_models] = &part.models[st.n_models];
-			st.n_models++;
-			cur->after = id;
-		} else {
-			const struct waiter *w = next_waiter(cur, a);
-
-			if (!w) {
-				cur->stage = STATUS_IDLE;
-				break;
-			}
-			fill_waiter(&part.queue[st.n_queue], w, now);
-			part.queue_ptrs[st.n_queue] = &part.queue[st.n_queue];
-			st.n_queue++;
-			cur->after = w->seq;
-		}
-		items++;
+		if (add_item(cur, s, &st, &prev, now))
+			items++;
 	}
 	reply.has_id = true;
 	reply.id = cur->request_id;

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "feed.h"
+#include "net.h"
 #include "state/model.h"
 #include "text.h"
 #include "version.h"

@@ -216,15 +216,75 @@ static const char *kept_reason(const struct model *m, const struct waiter *w, ch
 	return buf;
 }
 
+/* suggest_wait: waiting alone would do (coming back and evictable memory are enough). */
+static void suggest_wait(const struct waiter *w, const struct facts *f, uint64_t coming,
+			 struct line *s)
+{
+	bool at_once = w->timeout_ms == 0;
+	char x[SIZE_FORMAT_MAX];
+
+	if (at_once)
+		line_add(s, "wait longer: timeout 0 never waits%s",
+			 f->ahead	      ? ", and earlier requests come first"
+			 : f->need <= f->free ? ""
+			 : f->need <= coming  ? " for memory being freed"
+					      : " for idle models to be evicted");
+	else if (f->ahead)
+		line_add(s, "wait longer: %u earlier request(s) for %s are served first", f->ahead,
+			 size_format(f->ahead_bytes, x, sizeof(x)));
+	else if (coming > f->free)
+		line_add(s,
+			 "wait longer: %s is still being freed (owners have %.3g s to "
+			 "unload)",
+			 size_format(coming - f->free, x, sizeof(x)),
+			 (double)f->evict_deadline_ms / 1000.0);
+	else
+		line_add(s, "wait longer");
+}
+
+/* suggest_others: only other clients can make room: ask for less, or wait for them. */
+static void suggest_others(const struct device *d, const struct waiter *w, const struct facts *f,
+			   struct line *s)
+{
+	bool at_once = w->timeout_ms == 0;
+	char x[SIZE_FORMAT_MAX], y[SIZE_FORMAT_MAX], who[128];
+	const struct holder *top = f->holders.n ? f->holders.item[0] : NULL;
+	uint64_t most;
+
+	most = at_once ? (f->ahead ? 0 : device_largest_grantable(d))
+		       : device_largest_with_eviction(d);
+	if (most >= d->granule && top)
+		line_add(s, "ask for at most %s, or wait%s for %s to release some of its %s",
+			 size_format(most, x, sizeof(x)),
+			 at_once ? " (timeout 0 never waits)" : " longer",
+			 holder_label(top, who, sizeof(who)),
+			 size_format(f->holders.bytes[0], y, sizeof(y)));
+	else if (most >= d->granule)
+		line_add(s, "ask for at most %s", size_format(most, x, sizeof(x)));
+	else if (top)
+		line_add(s, "wait%s for %s to release some of its %s",
+			 at_once ? " (timeout 0 never waits)" : " longer",
+			 holder_label(top, who, sizeof(who)),
+			 size_format(f->holders.bytes[0], y, sizeof(y)));
+	else if (f->nawaiting)
+		line_add(s,
+			 "wait%s for pid %d to re-declare its memory, or for the grace period to "
+			 "end",
+			 at_once ? " (timeout 0 never waits)" : " longer", (int)f->awaiting[0].pid);
+	else
+		line_add(s, "wait longer for memory to come back");
+	if (most < d->granule && d->total > d->budget)
+		line_add(s, ", or raise --budget (now %s)", size_format(d->budget, x, sizeof(x)));
+}
+
 /* suggest writes the one remedy that fits best: the requester's own means first. */
 static void suggest(const struct device *d, const struct waiter *w, const struct facts *f,
 		    struct line *s)
 {
 	bool at_once = w->timeout_ms == 0;
 	uint64_t coming = f->free + f->releasing + f->evicting;
-	uint64_t reach = coming + f->evictable.total, gap, most;
-	char x[SIZE_FORMAT_MAX], y[SIZE_FORMAT_MAX], who[128];
-	const struct holder *top = f->holders.n ? f->holders.item[0] : NULL;
+	uint64_t reach = coming + f->evictable.total, gap;
+	char x[SIZE_FORMAT_MAX], who[128];
 
 	if (f->rival) {
 		line_add(s, "%s for %s to release %s '%s': --exclusive keeps it apart from %s",
@@ -235,24 +295,7 @@ static void suggest(const struct device *d, const struct waiter *w, const struct
 		return;
 	}
 	if (f->need <= reach) {
-		/* Waiting alone would do: what is free, coming back or evictable is enough. */
-		if (at_once)
-			line_add(s, "wait longer: timeout 0 never waits%s",
-				 f->ahead	      ? ", and earlier requests come first"
-				 : f->need <= f->free ? ""
-				 : f->need <= coming  ? " for memory being freed"
-						      : " for idle models to be evicted");
-		else if (f->ahead)
-			line_add(s, "wait longer: %u earlier request(s) for %s are served first",
-				 f->ahead, size_format(f->ahead_bytes, x, sizeof(x)));
-		else if (coming > f->free)
-			line_add(s,
-				 "wait longer: %s is still being freed (owners have %.3g s to "
-				 "unload)",
-				 size_format(coming - f->free, x, sizeof(x)),
-				 (double)f->evict_deadline_ms / 1000.0);
-		else
-			line_add(s, "wait longer");
+		suggest_wait(w, f, coming, s);
 		return;
 	}
 	gap = f->need - reach;
@@ -281,31 +324,7 @@ static void suggest(const struct device *d, const struct waiter *w, const struct
 				 size_format(f->pinned.total, x, sizeof(x)), m->id, m->name);
 		return;
 	}
-	/* Only other clients can make room: ask for less, or wait for them. */
-	most = at_once ? (f->ahead ? 0 : device_largest_grantable(d))
-		       : device_largest_with_eviction(d);
-	if (most >= d->granule && top)
-		line_add(s, "ask for at most %s, or wait%s for %s to release some of its %s",
-			 size_format(most, x, sizeof(x)),
-			 at_once ? " (timeout 0 never waits)" : " longer",
-			 holder_label(top, who, sizeof(who)),
-			 size_format(f->holders.bytes[0], y, sizeof(y)));
-	else if (most >= d->granule)
-		line_add(s, "ask for at most %s", size_format(most, x, sizeof(x)));
-	else if (top)
-		line_add(s, "wait%s for %s to release some of its %s",
-			 at_once ? " (timeout 0 never waits)" : " longer",
-			 holder_label(top, who, sizeof(who)),
-			 size_format(f->holders.bytes[0], y, sizeof(y)));
-	else if (f->nawaiting)
-		line_add(s,
-			 "wait%s for pid %d to re-declare its memory, or for the grace period to "
-			 "end",
-			 at_once ? " (timeout 0 never waits)" : " longer", (int)f->awaiting[0].pid);
-	else
-		line_add(s, "wait longer for memory to come back");
-	if (most < d->granule && d->total > d->budget)
-		line_add(s, ", or raise --budget (now %s)", size_format(d->budget, x, sizeof(x)));
+	suggest_others(d, w, f, s);
 }
 
 /* part_blockers: the model's own unload, an exclusive rival in use, requests queued before it. */

@@ -362,8 +362,8 @@ static void out_limits(struct out *o, const struct svc *s)
 	out_printf(o, "%s %" PRIu64 "\n", requests.name, s->counters.requests_refused);
 }
 
-ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, char *buf,
-		       size_t cap)
+/* out_daemon writes the daemon's own families: its build, when it started, its clients. */
+static void out_daemon(struct out *o, const struct svc *s, const struct metrics_facts *facts)
 {
 	static const struct family build = {"rocmmemd_build_info", "gauge",
 					    "Version and memory backend of the running rocmmemd.",
@@ -374,45 +374,44 @@ ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, c
 					    3};
 	static const struct family clients = {"rocmmemd_clients", "gauge", "Clients connected now.",
 					      0};
+	char esc[2][METRICS_NAME_LABEL_MAX + 1];
+	uint64_t uptime = facts->uptime_ms;
+	uint64_t real_ms = s->clock->real_ms(s->clock->ctx);
+	struct value v;
+
+	label_escape(esc[0], sizeof(esc[0]) - 1, ROCMMEM_VERSION_STRING);
+	label_escape(esc[1], sizeof(esc[1]) - 1, backend_name(s->backend));
+	out_family(o, &build);
+	out_printf(o, "%s{version=\"%s\",backend=\"%s\"} 1\n", build.name, esc[0], esc[1]);
+	v = uval(real_ms > uptime ? real_ms - uptime : 0);
+	out_family(o, &start);
+	out_printf(o, "%s", start.name);
+	out_value(o, &start, &v);
+	out_family(o, &clients);
+	out_printf(o, "%s %u\n", clients.name, facts->clients);
+}
+
+/* out_devices writes the devices' families: what each is, its figures, its models by state. */
+static void out_devices(struct out *o, const struct svc *s)
+{
 	static const struct family info = {"rocmmemd_device_info", "gauge",
 					   "A device's PCI bus id and how its memory reaches "
 					   "clients (always 1).",
 					   0};
 	static const struct family models = {"rocmmemd_device_models", "gauge",
 					     "Registered models by state.", 0};
-	const struct svc *a = s;
 	struct value values[BACKEND_MAX_DEVICES][DEV_FAMILIES];
 	unsigned per_state[BACKEND_MAX_DEVICES][MODEL_STATES];
 	char labels[BACKEND_MAX_DEVICES][32 + METRICS_NAME_LABEL_MAX];
 	char esc[2][METRICS_NAME_LABEL_MAX + 1];
-	struct out o = {.buf = buf, .cap = cap};
 	unsigned n =
-	    a->state.ndevices < BACKEND_MAX_DEVICES ? a->state.ndevices : BACKEND_MAX_DEVICES;
-	uint64_t now = svc_now(s), uptime = facts->uptime_ms;
-	uint64_t real_ms = s->clock->real_ms(s->clock->ctx);
-	struct value v;
-
-	if (cap == 0)
-		return -EMSGSIZE;
-	buf[0] = '\0';
-
-	label_escape(esc[0], sizeof(esc[0]) - 1, ROCMMEM_VERSION_STRING);
-	label_escape(esc[1], sizeof(esc[1]) - 1, backend_name(a->backend));
-	out_family(&o, &build);
-	out_printf(&o, "%s{version=\"%s\",backend=\"%s\"} 1\n", build.name, esc[0], esc[1]);
-	v = uval(real_ms > uptime ? real_ms - uptime : 0);
-	out_family(&o, &start);
-	out_printf(&o, "%s", start.name);
-	out_value(&o, &start, &v);
-	out_family(&o, &clients);
-	out_printf(&o, "%s %u\n", clients.name, facts->clients);
-	out_counters(&o, &a->counters);
-	out_limits(&o, s);
+	    s->state.ndevices < BACKEND_MAX_DEVICES ? s->state.ndevices : BACKEND_MAX_DEVICES;
+	uint64_t now = svc_now(s);
 
 	memset(values, 0, sizeof(values));
 	memset(per_state, 0, sizeof(per_state));
 	for (unsigned i = 0; i < n; i++) {
-		const struct device *d = &a->state.devices[i];
+		const struct device *d = &s->state.devices[i];
 		const struct model *m;
 
 		label_escape(esc[0], sizeof(esc[0]) - 1, d->name);
@@ -423,13 +422,13 @@ ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, c
 			per_state[i][model_state_index(m)]++;
 	}
 	if (n > 0)
-		out_family(&o, &info);
+		out_family(o, &info);
 	for (unsigned i = 0; i < n; i++) {
-		const struct device *d = &a->state.devices[i];
+		const struct device *d = &s->state.devices[i];
 
 		label_escape(esc[0], sizeof(esc[0]) - 1, d->pci_bus_id);
 		label_escape(esc[1], sizeof(esc[1]) - 1, backend_sharing_name(d->handle_kind));
-		out_printf(&o, "%s{%s,pci_bus_id=\"%s\",sharing=\"%s\",integrated=\"%s\"} 1\n",
+		out_printf(o, "%s{%s,pci_bus_id=\"%s\",sharing=\"%s\",integrated=\"%s\"} 1\n",
 			   info.name, labels[i], esc[0], esc[1], d->integrated ? "true" : "false");
 	}
 	for (unsigned f = 0; f < DEV_FAMILIES; f++) {
@@ -439,21 +438,35 @@ ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, c
 			any = any || values[i][f].present;
 		if (!any)
 			continue;
-		out_family(&o, &device_families[f]);
+		out_family(o, &device_families[f]);
 		for (unsigned i = 0; i < n; i++) {
 			if (!values[i][f].present)
 				continue;
-			out_printf(&o, "%s{%s}", device_families[f].name, labels[i]);
-			out_value(&o, &device_families[f], &values[i][f]);
+			out_printf(o, "%s{%s}", device_families[f].name, labels[i]);
+			out_value(o, &device_families[f], &values[i][f]);
 		}
 	}
 	if (n > 0)
-		out_family(&o, &models);
+		out_family(o, &models);
 	for (unsigned i = 0; i < n; i++) {
 		for (unsigned k = 0; k < MODEL_STATES; k++)
-			out_printf(&o, "%s{%s,state=\"%s\"} %u\n", models.name, labels[i],
+			out_printf(o, "%s{%s,state=\"%s\"} %u\n", models.name, labels[i],
 				   model_states[k], per_state[i][k]);
 	}
+}
+
+ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, char *buf,
+		       size_t cap)
+{
+	struct out o = {.buf = buf, .cap = cap};
+
+	if (cap == 0)
+		return -EMSGSIZE;
+	buf[0] = '\0';
+	out_daemon(&o, s, facts);
+	out_counters(&o, &s->counters);
+	out_limits(&o, s);
+	out_devices(&o, s);
 	if (o.full) {
 		buf[0] = '\0';
 		return -EMSGSIZE;

@@ -12,7 +12,7 @@
 
 #include "app/config.h"
 #include "fuzz.h"
-#include "app/options.h"
+#include "app/options_merge.h"
 
 /* Inputs beyond this are skipped: longer files only repeat lines. */
 #define FUZZ_CONFIG_MAX 8192

@@ -17,7 +17,8 @@
 #include <cmocka.h>
 
 #include "app/config.h"
-#include "app/options.h"
+#include "app/options_merge.h"
+#include "app/options_set.h"
 
 #define GiB ((uint64_t)1 << 30)
 #define MiB ((uint64_t)1 << 20)
