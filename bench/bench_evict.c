@@ -86,7 +86,8 @@ static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *us
 static int host_main(const char *sock, int cmd, int report, unsigned index)
 {
 	struct host h = {0};
-	struct rocmmem_model_desc desc = {.name = index ? "model-b" : "model-a", .size = MODEL};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = index ? "model-b" : "model-a", .size = MODEL};
 	char name[32];
 
 	snprintf(name, sizeof(name), "evict-host-%u", index);

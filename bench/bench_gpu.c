@@ -118,6 +118,7 @@ static int one(rocmmem_client *c, enum what w, uint64_t size, uint64_t *ns)
 	case W_LEASE:
 	case W_LEASE_NOMAP: {
 		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req),
 		    .size = size,
 		    .timeout_ms = 5000,
 		    .flags = w == W_LEASE_NOMAP ? ROCMMEM_LEASE_NOMAP : 0};

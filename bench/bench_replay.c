@@ -282,7 +282,8 @@ static int residency_step(struct host *h, const struct step *s)
 
 static int plain_load(struct host *h, unsigned m)
 {
-	struct rocmmem_lease_request req = {.size = model_bytes(&h->spec->models[m]),
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .size = model_bytes(&h->spec->models[m]),
 					    .timeout_ms = 0,
 					    .tag = h->spec->models[m].name,
 					    .flags = ROCMMEM_LEASE_NOMAP};
@@ -359,7 +360,8 @@ static int host_main(const char *sock, unsigned index, bool residency, int ready
 		rocmmem_set_event_callback(h.c, on_event, &h);
 		for (unsigned i = 0; i < h.spec->nmodels && !err; i++) {
 			const struct model_spec *ms = &h.spec->models[i];
-			struct rocmmem_model_desc desc = {.name = ms->name,
+			struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+							  .name = ms->name,
 							  .model_class = ms->model_class,
 							  .size = model_bytes(ms),
 							  .priority = ms->priority};

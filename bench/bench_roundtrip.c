@@ -262,7 +262,8 @@ static int floor_op(struct floor_server *f, const struct sizes *s)
 
 static int lease_op(rocmmem_client *c)
 {
-	struct rocmmem_lease_request req = {.size = LEASE_SIZE, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = LEASE_SIZE, .timeout_ms = 0};
 	rocmmem_lease *l;
 	int err = rocmmem_lease_acquire(c, &req, &l);
 

@@ -80,7 +80,7 @@ static int subscriber_main(const char *sock, unsigned n, uint32_t interval, int 
 		if (rocmmem_connect(sock, "bench-watch", 5000, &c[i]) ||
 		    rocmmem_set_event_callback(c[i], count_event, &counts) ||
 		    rocmmem_subscribe(c[i], ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
-				      interval) < 0)
+				      interval, NULL) < 0)
 			return 1;
 		p[i] = (struct pollfd){.fd = rocmmem_event_fd(c[i]), .events = POLLIN};
 	}
@@ -151,7 +151,8 @@ static int subscribers_stop(struct subscribers *s, struct counts *got)
 
 static int lease_op(rocmmem_client *c)
 {
-	struct rocmmem_lease_request req = {.size = 2 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MiB, .timeout_ms = 0};
 	rocmmem_lease *l;
 	int err = rocmmem_lease_acquire(c, &req, &l);
 
@@ -191,6 +192,7 @@ int main(int argc, char **argv)
 	double window;
 	struct bench_json j;
 	int err = 0, status = 1, rc_1ms;
+	uint32_t got_1ms = 0;
 	FILE *out;
 
 	argc = bench_parse_common(argc, argv, &args);
@@ -210,9 +212,11 @@ int main(int argc, char **argv)
 	    (err = rocmmem_connect(d.sock, "bench-telemetry", 5000, &client)))
 		goto out;
 	/* What asking for 1000 Hz gets: the shortest interval is 10 ms. */
-	rc_1ms = rocmmem_subscribe(client, ROCMMEM_SUBSCRIBE_SAMPLES, 1);
-	if (rc_1ms >= 0)
+	rc_1ms = rocmmem_subscribe(client, ROCMMEM_SUBSCRIBE_SAMPLES, 1, &got_1ms);
+	if (rc_1ms >= 0) {
+		rc_1ms = (int)got_1ms; /* the interval in effect */
 		rocmmem_unsubscribe(client);
+	}
 	for (unsigned r = 0; r < rounds && !err; r++) {
 		for (unsigned k = 0; k < NCONFIGS && !err; k++) {
 			struct config *cf = &configs[(k + r) % NCONFIGS];

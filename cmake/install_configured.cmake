@@ -8,7 +8,8 @@
 # rocmmem_install_configured(TEMPLATE DESTINATION NAME): install TEMPLATE (a path relative to
 # ROCMMEM_SOURCE_DIR) as DESTINATION/NAME (DESTINATION relative to the install prefix, or
 # absolute) with @ROCMMEMD@, @ROCMMEM_EXPORTER@, @ROCMMEMD_CONF_EXAMPLE@, @ROCMMEM_VERSION@ and
-# rocmmem.pc's @ROCMMEM_PREFIX@, @ROCMMEM_PC_LIBDIR@ and @ROCMMEM_PC_INCLUDEDIR@ replaced.
+# rocmmem.pc's @ROCMMEM_PREFIX@, @ROCMMEM_PC_LIBDIR@, @ROCMMEM_PC_INCLUDEDIR@ and
+# @LIBROCMMEM_VERSION@ (the library's version, not the project's) replaced.
 function(rocmmem_install_configured template destination name)
   foreach(dir SBINDIR BINDIR DATADIR)
     if(IS_ABSOLUTE "${ROCMMEM_INSTALL_${dir}}")

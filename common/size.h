@@ -7,10 +7,12 @@
 #include <stdint.h>
 
 /*
- * size_parse parses a byte count: decimal digits with an optional fraction and an optional
- * binary suffix K, M, G, T (any case, optionally followed by "iB"). A fraction is allowed only
- * with a suffix and must give a whole number of bytes. Returns 0 and stores the value in *out,
- * -EINVAL for malformed text, or -ERANGE when the value does not fit in 64 bits.
+ * size_parse parses a byte count: ASCII decimal digits, an optional fraction of 1 to 18 digits
+ * after a '.', and an optional binary suffix K, M, G, T (any case, optionally followed by "iB"),
+ * or "B" for bytes. A fraction needs a K, M, G or T suffix, and the result is the value times
+ * the unit truncated to whole bytes ("0.9G" is 966367641). No sign, space, exponent, hex or
+ * decimal comma, whatever the locale. Returns 0 and stores the value in *out (only then),
+ * -EINVAL for malformed text, or -ERANGE when well-formed text does not fit in 64 bits.
  */
 int size_parse(const char *text, uint64_t *out);
 

@@ -133,7 +133,7 @@ static void write_up(FILE *out, int err)
 int collect_scrape(const struct collect_config *cfg, FILE *out)
 {
 	struct rocmmem_connect_options opts = {
-	    .size = sizeof(opts),
+	    .struct_size = sizeof(opts),
 	    .socket_path = cfg->socket_path,
 	    .name = "rocmmem-exporter",
 	    .timeout_ms = cfg->timeout_ms,

@@ -155,7 +155,7 @@ def main():
         print("gpu_bundle: CTest lists no test labelled gpu in %s" % build, file=sys.stderr)
         return 1
     carried = {rel: b.copy_built(rel) for rel in ALWAYS_BUILT}
-    library = os.path.realpath(os.path.join(build, "librocmmem.so.0"))
+    library = os.path.realpath(os.path.join(build, "librocmmem.so.1"))
     carried["library"] = b.path(library)
     carried["python_package"] = b.copy_source("client/python")
     for rel in EXTRA_SOURCES:

@@ -42,6 +42,8 @@ test_packages=(
 	bash-completion
 	# A competing CPU load for the suite (ROCMMEM_TEST_LOAD=1 bash scripts/test.sh).
 	stress-ng
+	# Locale sources for localedef: sizes read alike under a decimal comma (tests/python).
+	locales
 )
 packages=("${runtime_packages[@]}")
 if ((!runtime_only)); then

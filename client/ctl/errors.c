@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
+#include "rocmmem.h"
 
 /* Whether failures are also printed as JSON on stdout (--json anywhere on the line). */
 static bool json_errors;
@@ -14,16 +17,6 @@ static bool json_errors;
 void ctl_errors_json(bool on)
 {
 	json_errors = on;
-}
-
-const char *ctl_errno_name(int err, char *buf, size_t len)
-{
-	const char *name = err < 0 ? strerrorname_np(-err) : NULL;
-
-	if (name)
-		return name;
-	snprintf(buf, len, "errno %d", -err);
-	return buf;
 }
 
 /* put_json_error prints {"error": {...}} as one line on stdout. */
@@ -90,22 +83,9 @@ int ctl_usage(const struct ctl *ctl, const char *fmt, ...)
 	return rc;
 }
 
-/* why: the daemon's own words when it gave some, else the error's text. */
-static const char *why(int err)
+const char *ctl_why(int err)
 {
 	return rocmmem_last_error()[0] ? rocmmem_last_error() : rocmmem_strerror(err);
-}
-
-int ctl_connect(const struct ctl *ctl, rocmmem_client **out)
-{
-	int err = rocmmem_connect(ctl->socket, "rocmmemctl", 0, out);
-
-	if (err == 0)
-		return CTL_EXIT_OK;
-	/* The daemon answered, and refused this user outright (too many connections is a
-	 * daemon out of reach for now, as ever). No command prefix: this is no request's fault. */
-	return ctl_error(NULL, err == -EPERM ? CTL_EXIT_REFUSED : CTL_EXIT_UNREACHABLE, err, "%s",
-			 why(err));
 }
 
 int ctl_fail(const struct ctl *ctl, const char *what, int err)
@@ -118,5 +98,5 @@ int ctl_fail(const struct ctl *ctl, const char *what, int err)
 			 : CTL_EXIT_REFUSED;
 
 	(void)ctl;
-	return ctl_error(NULL, status, err, "%s: %s", what, why(err));
+	return ctl_error(NULL, status, err, "%s: %s", what, ctl_why(err));
 }

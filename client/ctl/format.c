@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "format.h"
 #include "size.h"
 
 int64_t ctl_monotonic_ms(void)
@@ -51,26 +51,6 @@ int ctl_parse_device(const char *text, long *device)
 		return -EINVAL;
 	*device = (long)v;
 	return 0;
-}
-
-int ctl_size_arg(const struct ctl *ctl, const char *text, uint64_t *out)
-{
-	char meant[64];
-	const char *unit;
-	int err = size_parse(text, out);
-
-	if (err == -ERANGE)
-		return ctl_usage(ctl, "invalid SIZE '%s' (too large)", text);
-	if (err == 0)
-		return CTL_EXIT_OK;
-	/* Decimal units are not taken: a "GB" that silently meant GiB would be 7% off. */
-	if (size_suggest(text, meant, sizeof(meant), &unit) == 0)
-		return ctl_usage(ctl,
-				 "invalid SIZE '%s': did you mean %s (%s)? Sizes are bytes or "
-				 "binary units: K, M, G, T (KiB, MiB, GiB, TiB)",
-				 text, meant, unit);
-	return ctl_usage(ctl, "invalid SIZE '%s' (bytes with an optional K, M, G or T suffix)",
-			 text);
 }
 
 bool ctl_is_self(const struct rocmmem_client_info *v)
@@ -141,4 +121,34 @@ int ctl_parse_count(const char *text, uint64_t *count)
 		return -EINVAL;
 	*count = v;
 	return 0;
+}
+
+const char *ctl_errno_name(int err, char *buf, size_t len)
+{
+	const char *name = err < 0 ? strerrorname_np(-err) : NULL;
+
+	if (name)
+		return name;
+	snprintf(buf, len, "errno %d", -err);
+	return buf;
+}
+
+const char *ctl_model_class_name(enum rocmmem_model_class c)
+{
+	static const char *const names[] = {"other", "transformer", "vae", "text_encoder",
+					    "image_encoder"};
+
+	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "other";
+}
+
+const char *ctl_model_state_name(enum rocmmem_model_state s)
+{
+	static const char *const names[] = {"idle", "in_use", "evicting", "evicted", "waiting"};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+const char *ctl_model_state_label(enum rocmmem_model_state s)
+{
+	return s == ROCMMEM_MODEL_IN_USE ? "in use" : ctl_model_state_name(s);
 }

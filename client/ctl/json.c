@@ -3,7 +3,8 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
-#include "ctl.h"
+#include "format.h"
+#include "json.h"
 
 /* The version of status --json; bump only when a field changes meaning or goes away. */
 #define STATUS_SCHEMA_VERSION 1
@@ -96,7 +97,7 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 {
 	const struct rocmmem_device_info *v = rocmmem_status_device(st, index);
 	json_object *o = json_object_new_object();
-	size_t nproc = rocmmem_status_process_count(st, index);
+	size_t nproc = rocmmem_status_process_count(st, v->index);
 
 	ctl_json_u64(o, "index", v->index);
 	ctl_json_str(o, "name", v->name);
@@ -132,7 +133,8 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 		json_object *procs = json_object_new_array();
 
 		for (size_t k = 0; k < nproc; k++) {
-			const struct rocmmem_process_info *p = rocmmem_status_process(st, index, k);
+			const struct rocmmem_process_info *p =
+			    rocmmem_status_process(st, v->index, k);
 			json_object *po = json_object_new_object();
 
 			ctl_json_i64(po, "pid", p->pid);
@@ -400,5 +402,28 @@ json_object *ctl_event_json(const struct rocmmem_telemetry_event *e)
 	ctl_json_u64(o, "waited_ms", e->waited_ms);
 	ctl_json_str(o, "detail", e->detail);
 	ctl_json_u64(o, "dropped", e->dropped);
+	return o;
+}
+
+json_object *ctl_model_json(const struct rocmmem_model_info *v)
+{
+	json_object *o = json_object_new_object();
+
+	/* The first keys in the order status --json always had them. */
+	ctl_json_str(o, "name", v->name);
+	ctl_json_str(o, "class", ctl_model_class_name(v->model_class));
+	ctl_json_i64(o, "owner_pid", v->owner_pid);
+	ctl_json_u64(o, "device", v->device);
+	ctl_json_u64(o, "bytes", v->bytes);
+	ctl_json_str(o, "state", ctl_model_state_name(v->state));
+	ctl_json_u64(o, "id", v->id);
+	ctl_json_i64(o, "priority", v->priority);
+	ctl_json_bool(o, "pinned", v->pinned);
+	ctl_json_u64(o, "size", v->size);
+	ctl_json_u64(o, "reservation_bytes", v->reservation_bytes);
+	ctl_json_u64(o, "lease_bytes", v->lease_bytes);
+	ctl_json_u64(o, "idle_ms", v->idle_ms);
+	ctl_json_u64(o, "use_count", v->use_count);
+	ctl_json_u64(o, "evictions", v->evictions);
 	return o;
 }

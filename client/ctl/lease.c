@@ -10,7 +10,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
+#include "lease.h"
+#include "progress.h"
 #include "size.h"
 
 struct hold_state {
@@ -162,7 +167,7 @@ static int acquire(const struct ctl *ctl, rocmmem_client *client,
 
 static int cmd_lease(struct ctl *ctl, int argc, char **argv)
 {
-	struct rocmmem_lease_request req = {0};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req)};
 	int64_t hold_ms = -1;
 	rocmmem_client *client;
 	rocmmem_lease *lease;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* main.c: rocmmemctl's command table, global options, help written from the table, dispatch. */
+/* main.c: rocmmemctl's table of commands, its global options and usage, and dispatch. */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -10,7 +10,14 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "lease.h"
+#include "metrics.h"
+#include "models.h"
+#include "status.h"
+#include "trim.h"
+#include "watch.h"
 #include "sockpath.h"
 #include "version.h"
 
@@ -41,54 +48,13 @@ static const struct ctl_command *const commands[] = {
     &ctl_metrics_command, &help_command,      &version_command,
 };
 
-/* What every command takes besides its own options (listed after them in its --help). */
-static const struct ctl_option common_options[] = {
-    {"json", 'j', NULL, "print JSON (an error too: {\"error\": {...}})"},
-    {"socket", 's', "PATH", "the daemon's socket (see rocmmemctl --help)"},
-    {"help", 'h', NULL, "show this help"},
-    {NULL, 0, NULL, NULL},
-};
-
-#define HELP_WIDTH 78
-#define OPTION_COLUMN 26
-
-static const char *const exit_text =
-    "Exit status: 0 success, 1 usage error, 2 request refused by the daemon,\n"
-    "3 daemon unreachable.\n";
-
-/* print_synopsis writes "NAME ARGS [-x VALUE] [--long VALUE]..." wrapped under indent. */
-static void print_synopsis(const struct ctl_command *cmd, FILE *f, int indent, int col)
-{
-	const struct ctl_option *o;
-
-	col += fprintf(f, "%s", cmd->name);
-	if (cmd->args[0])
-		col += fprintf(f, " %s", cmd->args);
-	for (o = cmd->options; o->name; o++) {
-		char item[96];
-		int len;
-
-		len = snprintf(item, sizeof(item), "[--%s%s%s]", o->name, o->arg ? " " : "",
-			       o->arg ? o->arg : "");
-		if (col + 1 + len > HELP_WIDTH) {
-			fprintf(f, "\n%*s", indent, "");
-			col = indent;
-		} else {
-			fputc(' ', f);
-			col++;
-		}
-		col += fprintf(f, "%s", item);
-	}
-	fputc('\n', f);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: rocmmemctl [--socket PATH] [--json] COMMAND [ARGS]\n"
 		   "Query and use rocmmemd, the GPU memory daemon.\n\nCommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		fprintf(f, "  ");
-		print_synopsis(commands[i], f, 6 + (int)strlen(commands[i]->name), 2);
+		ctl_print_synopsis(commands[i], f, 6 + (int)strlen(commands[i]->name), 2);
 		fprintf(f, "      %s\n", commands[i]->summary);
 	}
 	fprintf(
@@ -105,119 +71,7 @@ static void usage(FILE *f)
 	    "MODEL is a model's id (decimal digits) or its name, if no other model has it.\n"
 	    "Evicting and pinning a model takes its owner or root.\n"
 	    "Colour only on a terminal, never with NO_COLOR set.\n%s",
-	    SOCKPATH_ENV, SOCKPATH_SYSTEM, exit_text);
-}
-
-/* print_option writes one option's line(s): "  -o, --output COLUMNS  what it does". */
-static void print_option(const struct ctl_option *o, FILE *f)
-{
-	const char *help = o->help;
-	int col;
-
-	if (o->key < CTL_LONG_ONLY)
-		col = fprintf(f, "  -%c, --%s", o->key, o->name);
-	else
-		col = fprintf(f, "      --%s", o->name);
-	if (o->arg)
-		col += fprintf(f, " %s", o->arg);
-	for (;;) {
-		const char *nl = strchr(help, '\n');
-		int len = nl ? (int)(nl - help) : (int)strlen(help);
-
-		if (col >= OPTION_COLUMN - 1) {
-			fputc('\n', f);
-			col = 0;
-		}
-		fprintf(f, "%*s%.*s\n", OPTION_COLUMN - col, "", len, help);
-		if (!nl)
-			break;
-		help = nl + 1;
-		col = 0;
-	}
-}
-
-void ctl_command_help(const struct ctl_command *cmd, FILE *f)
-{
-	fprintf(f, "Usage: rocmmemctl [--socket PATH] [--json] ");
-	print_synopsis(cmd, f, 8, 43);
-	fprintf(f, "%c%s.\n", toupper((unsigned char)cmd->summary[0]), cmd->summary + 1);
-	if (cmd->details)
-		fprintf(f, "\n%s", cmd->details);
-	fprintf(f, "\nOptions:\n");
-	for (const struct ctl_option *o = cmd->options; o->name; o++)
-		print_option(o, f);
-	for (const struct ctl_option *o = common_options; o->name; o++)
-		print_option(o, f);
-	if (cmd->help_extra)
-		cmd->help_extra();
-	fprintf(f, "\n%s", exit_text);
-}
-
-/* build_options gives getopt_long the command's options and the common ones. */
-static void build_options(struct ctl *ctl)
-{
-	const struct ctl_option *lists[2] = {ctl->command->options, common_options};
-	char *p = ctl->optstring;
-	size_t n = 0;
-
-	*p++ = ':'; /* a missing value is ':', told apart from an unknown option */
-	for (size_t l = 0; l < 2; l++) {
-		for (const struct ctl_option *o = lists[l]; o->name && n + 1 < CTL_MAX_OPTIONS;
-		     o++) {
-			ctl->longopts[n++] = (struct option){
-			    o->name, o->arg ? required_argument : no_argument, NULL, o->key};
-			if (o->key < CTL_LONG_ONLY) {
-				*p++ = (char)o->key;
-				if (o->arg)
-					*p++ = ':';
-			}
-		}
-	}
-	ctl->longopts[n] = (struct option){NULL, 0, NULL, 0};
-	*p = '\0';
-	optind = 0;
-	opterr = 0;
-}
-
-int ctl_next_option(struct ctl *ctl, int argc, char **argv)
-{
-	char name[64];
-	int c;
-
-	if (!ctl->parsing) {
-		build_options(ctl);
-		ctl->parsing = true;
-	}
-	for (;;) {
-		c = getopt_long(argc, argv, ctl->optstring, ctl->longopts, NULL);
-		switch (c) {
-		case -1:
-			ctl->parsing = false;
-			return CTL_OPTIONS_DONE;
-		case 'j':
-			ctl->json = true;
-			ctl_errors_json(true);
-			continue;
-		case 's':
-			ctl->socket = optarg;
-			continue;
-		case 'h':
-			ctl_command_help(ctl->command, stdout);
-			ctl->exit = fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
-			return CTL_OPTIONS_EXIT;
-		case ':':
-			ctl->exit = ctl_usage(ctl, "option '%s' needs a value",
-					      args_bad_option(argv, name, sizeof(name)));
-			return CTL_OPTIONS_EXIT;
-		case '?':
-			ctl->exit = ctl_usage(ctl, "unknown option '%s'",
-					      args_bad_option(argv, name, sizeof(name)));
-			return CTL_OPTIONS_EXIT;
-		default:
-			ctl->optarg = optarg;
-			return c;
-		}
-	}
+	    SOCKPATH_ENV, SOCKPATH_SYSTEM, CTL_EXIT_TEXT);
 }
 
 static const struct ctl_command *find_command(const char *name)

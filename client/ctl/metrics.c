@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "metrics.h"
 
 static int cmd_metrics(struct ctl *ctl, int argc, char **argv)
 {

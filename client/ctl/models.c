@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* models.c: `rocmmemctl models`, `evict`, `pin` and `unpin`, and how a model is printed. */
+/* models.c: `rocmmemctl models`, `evict`, `pin` and `unpin`. */
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -7,125 +7,17 @@
 #include <string.h>
 
 #include "args.h"
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
+#include "models.h"
+#include "show.h"
 #include "size.h"
+#include "table.h"
 
 /* The version of `models --json`; the same contract as status --json's models[] entries. */
 #define MODELS_SCHEMA_VERSION 1
-
-const char *ctl_model_class_name(enum rocmmem_model_class c)
-{
-	static const char *const names[] = {"other", "transformer", "vae", "text_encoder",
-					    "image_encoder"};
-
-	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "other";
-}
-
-const char *ctl_model_state_name(enum rocmmem_model_state s)
-{
-	static const char *const names[] = {"idle", "in_use", "evicting", "evicted", "waiting"};
-
-	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
-}
-
-/* state_label is the state as the tables show it: words, not identifiers. */
-static const char *state_label(enum rocmmem_model_state s)
-{
-	return s == ROCMMEM_MODEL_IN_USE ? "in use" : ctl_model_state_name(s);
-}
-
-json_object *ctl_model_json(const struct rocmmem_model_info *v)
-{
-	json_object *o = json_object_new_object();
-
-	/* The first keys in the order status --json always had them. */
-	ctl_json_str(o, "name", v->name);
-	ctl_json_str(o, "class", ctl_model_class_name(v->model_class));
-	ctl_json_i64(o, "owner_pid", v->owner_pid);
-	ctl_json_u64(o, "device", v->device);
-	ctl_json_u64(o, "bytes", v->bytes);
-	ctl_json_str(o, "state", ctl_model_state_name(v->state));
-	ctl_json_u64(o, "id", v->id);
-	ctl_json_i64(o, "priority", v->priority);
-	ctl_json_bool(o, "pinned", v->pinned);
-	ctl_json_u64(o, "size", v->size);
-	ctl_json_u64(o, "reservation_bytes", v->reservation_bytes);
-	ctl_json_u64(o, "lease_bytes", v->lease_bytes);
-	ctl_json_u64(o, "idle_ms", v->idle_ms);
-	ctl_json_u64(o, "use_count", v->use_count);
-	ctl_json_u64(o, "evictions", v->evictions);
-	return o;
-}
-
-enum {
-	M_ID,
-	M_NAME,
-	M_CLASS,
-	M_PID,
-	M_DEVICE,
-	M_STATE,
-	M_RESIDENT,
-	M_SIZE,
-	M_PRIORITY,
-	M_PINNED,
-	M_IDLE,
-	M_EVICTIONS,
-	M_RESERVATION,
-	M_USES
-};
-static const struct ctl_column model_columns[] = {
-    [M_ID] = {"ID", 0, "the model's id (what evict and pin take)"},
-    [M_NAME] = {"NAME", 0, "its name, whole"},
-    [M_CLASS] = {"CLASS", 0, "transformer, vae, text_encoder, image_encoder, other"},
-    [M_PID] = {"PID", 0, "its owner"},
-    [M_DEVICE] = {"DEVICE", 0, "its device"},
-    [M_STATE] = {"STATE", 0, "idle, in use, evicting, evicted, waiting"},
-    [M_RESIDENT] = {"RESIDENT", CTL_COL_RIGHT, "bytes it holds now"},
-    [M_SIZE] = {"SIZE", CTL_COL_RIGHT, "its declared size (- : leases only)"},
-    [M_PRIORITY] = {"PRIORITY", CTL_COL_RIGHT, "higher stays resident longer"},
-    [M_PINNED] = {"PINNED", 0, "never evicted to make room"},
-    [M_IDLE] = {"IDLE", CTL_COL_RIGHT, "time since its last use"},
-    [M_EVICTIONS] = {"EVICTIONS", CTL_COL_RIGHT, "times it was evicted"},
-    [M_RESERVATION] = {"RESERVATION", CTL_COL_RIGHT | CTL_COL_EXTRA, "bytes reserved for it"},
-    [M_USES] = {"USES", CTL_COL_RIGHT | CTL_COL_EXTRA, "times it was acquired"},
-};
-
-const struct ctl_table_spec ctl_models_table = {"models", model_columns,
-						sizeof(model_columns) / sizeof(model_columns[0])};
-
-void ctl_models_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st,
-		     long device)
-{
-	char a[SIZE_FORMAT_MAX], idle[32];
-
-	for (size_t i = 0; i < rocmmem_status_model_count(st); i++) {
-		const struct rocmmem_model_info *v = rocmmem_status_model(st, i);
-
-		if (device >= 0 && v->device != (unsigned long)device)
-			continue;
-		ctl_table_row(t);
-		ctl_table_set(t, M_ID, "%llu", (unsigned long long)v->id);
-		ctl_table_set(t, M_NAME, "%s", v->name);
-		ctl_table_set(t, M_CLASS, "%s", ctl_model_class_name(v->model_class));
-		ctl_table_set(t, M_PID, "%d", (int)v->owner_pid);
-		ctl_table_set(t, M_DEVICE, "%u", v->device);
-		ctl_table_set(t, M_STATE, "%s", state_label(v->state));
-		ctl_table_set(t, M_RESIDENT, "%s", ctl_size(ctl, v->bytes, a, sizeof(a)));
-		/* A model without a size has its memory in leases only. */
-		ctl_table_set(t, M_SIZE, "%s",
-			      v->size ? ctl_size(ctl, v->size, a, sizeof(a)) : "-");
-		ctl_table_set(t, M_PRIORITY, "%d", (int)v->priority);
-		ctl_table_set(t, M_PINNED, "%s", v->pinned ? "yes" : "no");
-		ctl_table_set(t, M_IDLE, "%s",
-			      v->state == ROCMMEM_MODEL_IN_USE
-				  ? "-"
-				  : ctl_duration(v->idle_ms / 1000, idle, sizeof(idle)));
-		ctl_table_set(t, M_EVICTIONS, "%llu", (unsigned long long)v->evictions);
-		ctl_table_set(t, M_RESERVATION, "%s",
-			      ctl_size(ctl, v->reservation_bytes, a, sizeof(a)));
-		ctl_table_set(t, M_USES, "%llu", (unsigned long long)v->use_count);
-	}
-}
 
 /* query connects and takes a status snapshot. Returns CTL_EXIT_OK or why not (reported). */
 static int query(const struct ctl *ctl, const char *command, rocmmem_client **client,
@@ -304,7 +196,8 @@ static int resolve(const struct ctl *ctl, const rocmmem_status *st, const char *
 		if (strcmp(v->name, text) == 0)
 			fprintf(stderr, "  id %llu: pid %d, device %u, %s, %s\n",
 				(unsigned long long)v->id, (int)v->owner_pid, v->device,
-				state_label(v->state), size_format(v->bytes, sz, sizeof(sz)));
+				ctl_model_state_label(v->state),
+				size_format(v->bytes, sz, sizeof(sz)));
 	}
 	return CTL_EXIT_REFUSED;
 }
@@ -338,6 +231,7 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 	rocmmem_status *st;
 	struct target t;
 	int64_t started, elapsed;
+	struct rocmmem_evict_result result = ROCMMEM_EVICT_RESULT_INIT;
 	uint64_t freed;
 	bool resident, revoked;
 	char what[160], sz[SIZE_FORMAT_MAX];
@@ -354,13 +248,14 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 		goto out;
 	started = ctl_monotonic_ms();
 	/* Waits until the owner has unloaded it, or the daemon took it back at the deadline. */
-	err = rocmmem_model_evict(client, t.id, &freed);
+	err = rocmmem_model_evict(client, t.id, &result);
 	elapsed = ctl_monotonic_ms() - started;
 	if (err < 0) {
 		rc = ctl_fail(ctl, "evict", err);
 		goto out;
 	}
-	revoked = err == 1;
+	freed = result.bytes_freed;
+	revoked = result.revoked != 0;
 	resident = freed > 0;
 	describe(&t, what, sizeof(what));
 	if (ctl->json) {

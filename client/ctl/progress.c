@@ -11,7 +11,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "format.h"
+#include "progress.h"
 #include "size.h"
 
 /* A grant within this time says nothing; after it, the queue is looked at this often. */

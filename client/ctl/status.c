@@ -5,8 +5,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
+#include "show.h"
 #include "size.h"
+#include "status.h"
+#include "table.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -323,8 +329,7 @@ static int print_one(const struct ctl *ctl, const struct status_table *which,
 /* The whole view */
 
 /* print_device_details adds what is known beyond the table: bus, sharing, runtime, sensors. */
-static void print_device_details(const rocmmem_status *st, size_t index,
-				 const struct rocmmem_device_info *v)
+static void print_device_details(const rocmmem_status *st, const struct rocmmem_device_info *v)
 {
 	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
 
@@ -357,8 +362,8 @@ static void print_device_details(const rocmmem_status *st, size_t index,
 			printf(" busy %u%%", v->busy_percent);
 		printf("\n");
 	}
-	for (size_t k = 0; k < rocmmem_status_process_count(st, index); k++) {
-		const struct rocmmem_process_info *p = rocmmem_status_process(st, index, k);
+	for (size_t k = 0; k < rocmmem_status_process_count(st, v->index); k++) {
+		const struct rocmmem_process_info *p = rocmmem_status_process(st, v->index, k);
 
 		printf("  device %u: pid %d holds %s%s\n", v->index, (int)p->pid,
 		       size_format(p->vram_bytes, a, sizeof(a)),
@@ -447,7 +452,7 @@ static int print_view(const struct ctl *ctl, const rocmmem_status *st)
 	print_limits(st);
 	rc = print_one(ctl, &tables[0], st);
 	for (size_t i = 0; rc == 0 && i < rocmmem_status_device_count(st); i++)
-		print_device_details(st, i, rocmmem_status_device(st, i));
+		print_device_details(st, rocmmem_status_device(st, i));
 	printf("\n");
 	if (rc == 0 && has_other_clients(st))
 		rc = print_one(ctl, &tables[1], st);

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ctl.h"
+#include "errors.h"
+#include "table.h"
 
 #define TABLE_MAX_COLUMNS 32
 

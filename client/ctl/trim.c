@@ -3,8 +3,12 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
 #include "size.h"
+#include "trim.h"
 
 static int cmd_trim(struct ctl *ctl, int argc, char **argv)
 {
@@ -24,7 +28,8 @@ static int cmd_trim(struct ctl *ctl, int argc, char **argv)
 	rc = ctl_connect(ctl, &client);
 	if (rc)
 		return rc;
-	err = rocmmem_trim(client, (int)device, &released);
+	err = rocmmem_trim(client, device < 0 ? ROCMMEM_ALL_DEVICES : (rocmmem_device_index)device,
+			   &released);
 	rocmmem_disconnect(client);
 	if (err)
 		return ctl_fail(ctl, "trim", err);

@@ -11,8 +11,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "common.h"
+#include "errors.h"
+#include "format.h"
+#include "json.h"
 #include "size.h"
+#include "watch.h"
 
 /* Events kept for the view, and how many a frame shows when stdout is not a terminal. */
 #define WATCH_EVENTS 64
@@ -524,7 +528,7 @@ static int start(struct ctl *ctl, struct watch *w, rocmmem_client *client, uint3
 	}
 	rocmmem_set_event_callback(client, on_event, w);
 	err = rocmmem_subscribe(client, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
-				interval_ms);
+				interval_ms, NULL);
 	return err < 0 ? ctl_fail(ctl, "watch", err) : CTL_EXIT_OK;
 }
 

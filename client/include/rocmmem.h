@@ -8,16 +8,38 @@
  * leases it to processes under one budget per device.
  *
  * Conventions, for every function below:
- * - Errors are negative errno values; 0 (or a count, where stated) means success. When the
- *   daemon refused a request, the errno is the daemon's and rocmmem_last_error() gives its
- *   human explanation ("requested 8 GiB on device 0: 2 GiB of its 16 GiB budget is free; held
- *   by pid 4242 'ComfyUI' 14 GiB").
+ * - Returns: 0 on success or a negative errno value. Functions that return a value by nature
+ *   say so (a getter's value, a count, a pointer); none returns a positive code with a meaning
+ *   of its own. When the daemon refused a request, the errno is the daemon's and
+ *   rocmmem_last_error() gives its human explanation ("requested 8 GiB on device 0: 2 GiB of
+ *   its 16 GiB budget is free; held by pid 4242 'ComfyUI' 14 GiB").
+ * - Handles: a NULL client, lease or status is refused with -EINVAL by the functions that
+ *   return an errno (and ignored by those that free); the getters need a valid one.
+ * - Timeouts are rocmmem_timeout_ms: milliseconds, ROCMMEM_NO_WAIT (0) not to wait,
+ *   ROCMMEM_WAIT_FOREVER (or any negative value) to wait without limit. Devices are
+ *   rocmmem_device_index: the daemon's index of a device, from 0.
+ * - Structs the caller fills (rocmmem_connect_options, rocmmem_lease_request,
+ *   rocmmem_model_desc) or provides for the library to fill (rocmmem_evict_result) start with
+ *   struct_size, set to sizeof the struct as the caller's header declares it (the _INIT macros
+ *   do). Later versions only append fields, so a program built against an older header keeps
+ *   working: the fields it does not know take their defaults. A struct_size smaller than this
+ *   library's first version of the struct is refused with -EINVAL; a larger one (a program
+ *   built against a newer header) is accepted when every byte beyond what this library knows is
+ *   zero, else refused with -EOPNOTSUPP (it asks for something this library cannot do).
+ * - Structs the library fills and hands out (rocmmem_event, the *_info structs of a status,
+ *   rocmmem_sample_info, rocmmem_telemetry_event) are read through pointers the library owns:
+ *   their fields are only ever appended, never removed or reordered.
  * - The library never prints, never exits, never aborts, and never raises signals (SIGPIPE
  *   included). It sets no signal handlers and spawns no threads.
- * - Thread safety: a rocmmem_client may be used from several threads at once; requests from
+ * - Threads: a rocmmem_client may be used from several threads at once; requests from
  *   different threads proceed concurrently (a thread waiting for memory never blocks another
- *   thread's release). A rocmmem_lease or rocmmem_status is not to be used from two threads
- *   at once. rocmmem_strerror and rocmmem_last_error are safe anywhere.
+ *   thread's release). A rocmmem_lease or rocmmem_status is not to be used from two threads at
+ *   once. rocmmem_strerror, rocmmem_last_error and rocmmem_version are safe anywhere.
+ *   rocmmem_disconnect is the exception: no other thread may be using the client (see there).
+ * - Blocking: calls that talk to the daemon block the calling thread; each says for how long
+ *   (a request's own timeout, else 10 s for an answer). Getters never block.
+ * - The event callback (rocmmem_set_event_callback) may call any function of the library on
+ *   its client except rocmmem_disconnect.
  * - Ownership is stated per function: who frees a handle, who closes an fd, who unmaps.
  * - fork(): a child must not use a client its parent created (they would share one
  *   connection); it connects anew. Leases are not inherited in any useful way: their memory
@@ -38,8 +60,51 @@ extern "C" {
 #define ROCMMEM_EXPORT
 #endif
 
-/* The library's version, and the protocol version it speaks. */
+/* ----------------------------------------------------------------------------------------- */
+/* Versions */
+
+/*
+ * The version of this header, and of the library's API and ABI: a new MAJOR breaks the ABI
+ * (and changes the library's SONAME, librocmmem.so.MAJOR); a new MINOR adds to it (functions,
+ * flags, fields appended to structs); a new PATCH changes neither.
+ */
+#define ROCMMEM_VERSION_MAJOR 1
+#define ROCMMEM_VERSION_MINOR 0
+#define ROCMMEM_VERSION_PATCH 0
+
+/* A version as one number, MAJOR * 10000 + MINOR * 100 + PATCH: 10000 is 1.0.0. */
+#define ROCMMEM_MAKE_VERSION(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define ROCMMEM_VERSION_NUMBER \
+	ROCMMEM_MAKE_VERSION(ROCMMEM_VERSION_MAJOR, ROCMMEM_VERSION_MINOR, ROCMMEM_VERSION_PATCH)
+
+/* Whether this header is at least version major.minor (for what a program may use). */
+#define ROCMMEM_VERSION_AT_LEAST(major, minor) \
+	(ROCMMEM_VERSION_NUMBER >= ROCMMEM_MAKE_VERSION(major, minor, 0))
+
+/*
+ * rocmmem_version returns the version of the library loaded at run time, "MAJOR.MINOR.PATCH"
+ * (a static string), and rocmmem_version_number the same as one number (as
+ * ROCMMEM_VERSION_NUMBER): a program compares them with the header it was built against (the
+ * loaded library's MINOR may be higher, never lower, for what the program uses).
+ */
+ROCMMEM_EXPORT const char *rocmmem_version(void);
+ROCMMEM_EXPORT uint32_t rocmmem_version_number(void);
+
+/* The version of the protocol the library speaks to the daemon. */
 #define ROCMMEM_PROTOCOL_VERSION_1 1
+
+/* ----------------------------------------------------------------------------------------- */
+/* Timeouts and devices */
+
+/* How long to wait, in milliseconds: 0 (ROCMMEM_NO_WAIT) not at all, < 0 without limit. */
+typedef int64_t rocmmem_timeout_ms;
+#define ROCMMEM_NO_WAIT ((rocmmem_timeout_ms)0)
+#define ROCMMEM_WAIT_FOREVER ((rocmmem_timeout_ms)-1)
+
+/* A device, by the daemon's index of it (from 0; rocmmem_client_device_count of them). */
+typedef uint32_t rocmmem_device_index;
+/* rocmmem_trim's "every device". */
+#define ROCMMEM_ALL_DEVICES ((rocmmem_device_index)UINT32_MAX)
 
 /* ----------------------------------------------------------------------------------------- */
 /* Errors */
@@ -71,16 +136,17 @@ typedef struct rocmmem_client rocmmem_client;
  * name: shown in the daemon's status and logs (at most 64 bytes of UTF-8 without control
  *   characters); NULL lets the daemon name the client after its process.
  * timeout_ms: how long to keep trying while the socket is absent or refusing (a daemon that is
- *   starting) and to wait for the hello reply; 0 tries once; < 0 waits without limit.
+ *   starting) and to wait for the hello reply; ROCMMEM_NO_WAIT tries once (and waits 10 s for
+ *   the hello); ROCMMEM_WAIT_FOREVER waits without limit. The call blocks that long at most.
  * Connecting to a daemon on the HIP backend sets HSA_ENABLE_IPC_MODE_LEGACY=0 in the
  * environment unless it is set (HIP reads it when it initialises: connect before loading
  * models). On success stores a new client in *out, owned by the caller and freed with
  * rocmmem_disconnect. Returns 0, -ENOENT or -ECONNREFUSED (no daemon), -EACCES (no permission
  * on the socket), -ETIMEDOUT, -EPROTONOSUPPORT (the daemon speaks another protocol version),
- * -EINVAL (bad name), or another negative errno.
+ * -EINVAL (bad name, or out NULL), or another negative errno.
  */
-ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, int timeout_ms,
-				   rocmmem_client **out);
+ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name,
+				   rocmmem_timeout_ms timeout_ms, rocmmem_client **out);
 
 /*
  * Reconnection. When the daemon goes away without saying it stops (it crashed, was killed, or
@@ -127,18 +193,25 @@ ROCMMEM_EXPORT int rocmmem_connect(const char *socket_path, const char *name, in
 
 /* What rocmmem_connect_with takes. Zeroed fields mean the defaults. */
 struct rocmmem_connect_options {
-	size_t size;		 /* sizeof(struct rocmmem_connect_options): fields may be added */
+	size_t struct_size;	 /* sizeof(struct rocmmem_connect_options) (see Conventions) */
 	const char *socket_path; /* as rocmmem_connect's */
 	const char *name;	 /* as rocmmem_connect's */
-	int timeout_ms;		 /* as rocmmem_connect's */
-	uint32_t flags;		 /* ROCMMEM_CONNECT_* */
-	int reconnect_window_ms; /* how long to try to reconnect: 0 the default (60 s, or
-				  * $ROCMMEM_RECONNECT), < 0 no limit */
+	rocmmem_timeout_ms timeout_ms; /* as rocmmem_connect's */
+	uint32_t flags;		       /* ROCMMEM_CONNECT_* */
+	/* How long to try to reconnect: ROCMMEM_NO_WAIT (0) the default (60 s, or
+	 * $ROCMMEM_RECONNECT), ROCMMEM_WAIT_FOREVER (< 0) no limit. */
+	rocmmem_timeout_ms reconnect_window_ms;
 };
+
+/* Options with their size set and every other field at its default. */
+/* clang-format off */
+#define ROCMMEM_CONNECT_OPTIONS_INIT {.struct_size = sizeof(struct rocmmem_connect_options)}
+/* clang-format on */
 
 /*
  * rocmmem_connect_with is rocmmem_connect with options (reconnection). Returns as
- * rocmmem_connect; -EINVAL for options without their size, or unknown flags.
+ * rocmmem_connect; -EINVAL for options NULL or with a struct_size too small, or unknown flags;
+ * -EOPNOTSUPP for options of a newer header that set fields this library does not know.
  */
 ROCMMEM_EXPORT int rocmmem_connect_with(const struct rocmmem_connect_options *options,
 					rocmmem_client **out);
@@ -153,20 +226,37 @@ enum rocmmem_connection_state {
 ROCMMEM_EXPORT enum rocmmem_connection_state rocmmem_client_state(rocmmem_client *client);
 
 /*
- * rocmmem_disconnect closes the connection and frees the client. Every lease still held
- * through it is released: its mapping is unmapped and its fd closed, so pointers into it must
- * no longer be used. The daemon reclaims the memory at once. NULL is ignored.
+ * rocmmem_disconnect closes the connection and frees the client, with everything it owns:
+ * - every rocmmem_lease still held through it: its mapping is unmapped, its GPU import undone
+ *   and its fds closed, so pointers into it, the handle itself and the fds of
+ *   rocmmem_lease_fd/_fd_at must no longer be used (dup() an fd to keep it); the daemon
+ *   reclaims the memory at once;
+ * - the strings of rocmmem_client_daemon_version and rocmmem_client_backend (those a
+ *   reconnection replaced too);
+ * - the event fd (take it out of your poll set or event loop first);
+ * - every event not yet delivered: the event callback is not called again.
+ * It does not free rocmmem_status snapshots (they own their data and stay valid until
+ * rocmmem_status_free) nor the text of rocmmem_metrics (the caller's, for free()).
+ * No other thread may be using the client, and the event callback may not call it: the
+ * library refuses with -EBUSY, freeing nothing, when it sees another thread waiting in a call
+ * on this client (for a reply, a reconnection or memory), reading or sending on its
+ * connection, reconnecting it or running its event callback, or when it is called from the
+ * callback; it cannot see a thread only about to enter a call, which must not be. Returns 0
+ * (also for NULL), or -EBUSY. Blocks only to close the socket.
  */
-ROCMMEM_EXPORT void rocmmem_disconnect(rocmmem_client *client);
+ROCMMEM_EXPORT int rocmmem_disconnect(rocmmem_client *client);
 
-/* rocmmem_client_daemon_version returns the daemon's version string (owned by the client). */
+/* rocmmem_client_daemon_version returns the daemon's version string, owned by the client and
+ * valid until rocmmem_disconnect (a reconnection to another daemon version keeps it valid). */
 ROCMMEM_EXPORT const char *rocmmem_client_daemon_version(const rocmmem_client *client);
 
-/* rocmmem_client_backend returns the daemon's backend name ("host", ...), owned by the client. */
+/* rocmmem_client_backend returns the daemon's backend name ("host", "hip", "cuda"), owned like
+ * rocmmem_client_daemon_version's. */
 ROCMMEM_EXPORT const char *rocmmem_client_backend(const rocmmem_client *client);
 
-/* rocmmem_client_device_count returns how many devices the daemon manages. */
-ROCMMEM_EXPORT unsigned rocmmem_client_device_count(const rocmmem_client *client);
+/* rocmmem_client_device_count returns how many devices the daemon manages: their indexes are
+ * 0 to this, excluded. */
+ROCMMEM_EXPORT rocmmem_device_index rocmmem_client_device_count(const rocmmem_client *client);
 
 /* ----------------------------------------------------------------------------------------- */
 /* Leases */
@@ -191,14 +281,22 @@ enum rocmmem_handle_kind {
 #define ROCMMEM_LEASE_NOMAP 0x1u
 
 struct rocmmem_lease_request {
-	unsigned device;    /* device index, from 0 */
-	uint64_t size;	    /* bytes, > 0; granted rounded up to the device's granule (2 MiB) */
-	int64_t timeout_ms; /* how long to wait for memory: 0 fails at once, < 0 waits forever */
-	const char *tag;    /* NULL, or at most 64 bytes shown in status */
-	uint32_t flags;	    /* ROCMMEM_LEASE_* */
-	uint64_t model_id;  /* 0, or one of this client's models on the same device: the lease
-			     * counts towards it, and goes when the model is evicted */
+	size_t struct_size;	     /* sizeof(struct rocmmem_lease_request) (see Conventions) */
+	rocmmem_device_index device; /* the device */
+	uint64_t size; /* bytes, > 0; granted rounded up to the device's granule (2 MiB) */
+	/* How long to wait for memory: ROCMMEM_NO_WAIT fails at once when it does not fit,
+	 * ROCMMEM_WAIT_FOREVER waits as long as it takes. */
+	rocmmem_timeout_ms timeout_ms;
+	const char *tag;   /* NULL, or at most 64 bytes shown in status */
+	uint32_t flags;	   /* ROCMMEM_LEASE_* */
+	uint64_t model_id; /* 0, or one of this client's models on the same device: the lease
+			    * counts towards it, and goes when the model is evicted */
 };
+
+/* A request with its size set and every other field 0 (device 0, no wait, no tag). */
+/* clang-format off */
+#define ROCMMEM_LEASE_REQUEST_INIT {.struct_size = sizeof(struct rocmmem_lease_request)}
+/* clang-format on */
 
 /*
  * rocmmem_lease_acquire asks for memory and waits (up to req->timeout_ms) until the daemon
@@ -208,8 +306,11 @@ struct rocmmem_lease_request {
  * the library sets HSA_ENABLE_IPC_MODE_LEGACY=0 unless set, which only helps if HIP has not
  * initialised yet), on the device with the lease's PCI bus id, as one contiguous device
  * range even when the daemon had to build it from several physical chunks.
+ * Blocks up to req->timeout_ms plus 10 s for the daemon's answer (and waits for a daemon that
+ * went away within the same timeout: see Reconnection).
  * On success stores a new lease in *out, owned by the caller and freed by
- * rocmmem_lease_release (or by rocmmem_disconnect). Returns 0; -EINVAL (bad request);
+ * rocmmem_lease_release (or by rocmmem_disconnect). Returns 0; -EINVAL (bad request, a
+ * struct_size too small, NULL arguments); -EOPNOTSUPP (a newer header's fields set);
  * -E2BIG (larger than the device's whole budget: it can never be granted); -ENOMEM (does not
  * fit now and timeout_ms was 0); -ETIMEDOUT (did not fit in time); -ENODEV (no such device);
  * -EDQUOT or -EBUSY (a limit of this connection); -ENOTCONN (the daemon went away and is not
@@ -222,11 +323,12 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *client,
 					 rocmmem_lease **out);
 
 /*
- * rocmmem_lease_release unmaps the lease, closes its fd, tells the daemon and frees the handle,
+ * rocmmem_lease_release unmaps the lease, closes its fds, tells the daemon and frees the handle,
  * whatever the result: the lease must not be used afterwards. Returns 0, or a negative errno
  * when the daemon could not be told (the daemon reclaims the memory anyway when the connection
  * ends). A lease the daemon revoked (ROCMMEM_EVENT_LEASE_REVOKED) is freed here without asking
- * it. NULL is ignored and returns 0.
+ * it. Blocks up to 10 s for the daemon's answer, never for a daemon that went away. NULL is
+ * ignored and returns 0.
  */
 ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *lease);
 
@@ -236,8 +338,8 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_id(const rocmmem_lease *lease);
 /* rocmmem_lease_size returns the granted size in bytes (a whole number of granules). */
 ROCMMEM_EXPORT uint64_t rocmmem_lease_size(const rocmmem_lease *lease);
 
-/* rocmmem_lease_device returns the lease's device index. */
-ROCMMEM_EXPORT unsigned rocmmem_lease_device(const rocmmem_lease *lease);
+/* rocmmem_lease_device returns the lease's device. */
+ROCMMEM_EXPORT rocmmem_device_index rocmmem_lease_device(const rocmmem_lease *lease);
 
 /* rocmmem_lease_handle_kind returns how the memory was handed over. */
 ROCMMEM_EXPORT enum rocmmem_handle_kind rocmmem_lease_handle_kind(const rocmmem_lease *lease);
@@ -272,8 +374,8 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_chunk_size(const rocmmem_lease *lease, uns
 /*
  * rocmmem_lease_ipc_handle copies an IPC lease's 64-byte runtime handle into handle and the
  * lease's offset inside the allocation it opens into *offset (may be NULL): hipIpcOpenMemHandle
- * returns the allocation's base, the lease starts offset bytes further. Returns 0, or -ENOENT
- * for leases of other kinds.
+ * returns the allocation's base, the lease starts offset bytes further. Returns 0, -ENOENT for
+ * leases of other kinds, or -EINVAL (handle NULL).
  */
 ROCMMEM_EXPORT int rocmmem_lease_ipc_handle(const rocmmem_lease *lease, void *handle,
 					    uint64_t *offset);
@@ -294,7 +396,8 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_waited_ms(const rocmmem_lease *lease);
 ROCMMEM_EXPORT uint64_t rocmmem_lease_generation(const rocmmem_lease *lease);
 
 /*
- * rocmmem_lease_revoked returns 1 once the daemon has taken the lease's memory back, else 0:
+ * rocmmem_lease_revoked returns 1 once the daemon has taken the lease's memory back, else 0 (a
+ * truth value, not an error code):
  * revoked with its model, not taken back by a restarted daemon, or reclaimed when the daemon
  * stopped (the connection ended after ROCMMEM_EVENT_SHUTDOWN, at its shutdown deadline) or
  * closed the connection. A ROCMMEM_EVENT_LEASE_REVOKED says so too. The mapping stays until
@@ -328,7 +431,7 @@ struct rocmmem_daemon_info {
 };
 
 struct rocmmem_device_info {
-	uint32_t index;
+	rocmmem_device_index index;
 	const char *name;
 	const char *backend;
 	uint64_t total_bytes;	 /* what the backend reports for the device */
@@ -399,7 +502,7 @@ struct rocmmem_client_info {
 struct rocmmem_lease_info {
 	uint64_t id;
 	int32_t owner_pid;
-	uint32_t device;
+	rocmmem_device_index device;
 	uint64_t bytes;
 	const char *tag;
 	uint64_t age_ms;
@@ -427,7 +530,7 @@ struct rocmmem_model_info {
 	const char *name;
 	enum rocmmem_model_class model_class;
 	int32_t owner_pid;
-	uint32_t device;
+	rocmmem_device_index device;
 	uint64_t bytes;
 	enum rocmmem_model_state state;
 	int32_t priority;
@@ -442,10 +545,10 @@ struct rocmmem_model_info {
 
 struct rocmmem_waiter_info {
 	int32_t owner_pid;
-	uint32_t device;
+	rocmmem_device_index device;
 	uint64_t bytes;
 	uint64_t waited_ms;
-	int64_t timeout_ms; /* < 0: no limit */
+	rocmmem_timeout_ms timeout_ms; /* < 0: no limit */
 	const char *tag;
 	uint64_t model_id; /* a model waiting to become resident or grow; 0 for a lease */
 };
@@ -453,8 +556,9 @@ struct rocmmem_waiter_info {
 /*
  * rocmmem_status_get asks the daemon for its state: devices, clients, leases, models and the
  * queue. On success stores a snapshot in *out, owned by the caller and freed with
- * rocmmem_status_free. Large tables arrive in several parts, each consistent in itself.
- * Returns 0 or a negative errno.
+ * rocmmem_status_free; it owns its data and outlives the client. Large tables arrive in
+ * several parts, each consistent in itself. Blocks up to 10 s for each part. Returns 0 or a
+ * negative errno.
  */
 ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *client, rocmmem_status **out);
 
@@ -485,7 +589,7 @@ struct rocmmem_denial_info {
 	uint64_t timestamp_ms; /* wall clock, ms since the epoch */
 	int32_t pid;
 	const char *client_name;
-	uint32_t device;
+	rocmmem_device_index device;
 	uint64_t bytes; /* requested */
 	uint64_t model_id;
 	const char *model_name; /* "" for a lease */
@@ -529,7 +633,7 @@ ROCMMEM_EXPORT const struct rocmmem_access_info *rocmmem_status_access(const roc
  * belongs to no connection yet, so it is listed here and not among clients, leases and models.
  */
 struct rocmmem_awaiting_info {
-	uint32_t device;
+	rocmmem_device_index device;
 	int32_t pid; /* the process that held it */
 	uint32_t uid;
 	uint32_t leases;
@@ -548,10 +652,12 @@ ROCMMEM_EXPORT const struct rocmmem_awaiting_info *rocmmem_status_awaiting(const
 ROCMMEM_EXPORT size_t rocmmem_status_device_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_device_info *rocmmem_status_device(const rocmmem_status *st,
 								       size_t index);
-/* The processes holding memory on device device_index (largest first; 0 when unknown). */
-ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st, size_t device_index);
+/* The processes holding memory on device (the device_info whose index it is), largest first;
+ * none when unknown or for a device the status does not list. */
+ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st,
+						   rocmmem_device_index device);
 ROCMMEM_EXPORT const struct rocmmem_process_info *
-rocmmem_status_process(const rocmmem_status *st, size_t device_index, size_t index);
+rocmmem_status_process(const rocmmem_status *st, rocmmem_device_index device, size_t index);
 ROCMMEM_EXPORT size_t rocmmem_status_client_count(const rocmmem_status *st);
 ROCMMEM_EXPORT const struct rocmmem_client_info *rocmmem_status_client(const rocmmem_status *st,
 								       size_t index);
@@ -567,17 +673,20 @@ ROCMMEM_EXPORT const struct rocmmem_waiter_info *rocmmem_status_waiter(const roc
 
 /*
  * rocmmem_trim asks the daemon to return memory its GPU runtime caches to the driver, on one
- * device or on all (device < 0), and stores the bytes released in *released (may be NULL).
- * Returns 0 or a negative errno (-ENODEV: no such device; -EBUSY: a trim of that device is
- * already running; with device < 0, devices being trimmed already are skipped).
+ * device or on all (ROCMMEM_ALL_DEVICES), and stores the bytes released in *released (may be
+ * NULL). Blocks up to 60 s (the runtime may take its time). Returns 0 or a negative errno
+ * (-ENODEV: no such device; -EBUSY: a trim of that device is already running; with
+ * ROCMMEM_ALL_DEVICES, devices being trimmed already are skipped).
  */
-ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *client, int device, uint64_t *released);
+ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *client, rocmmem_device_index device,
+				uint64_t *released);
 
 /*
  * rocmmem_metrics fetches the daemon's metrics in the Prometheus text exposition format 0.0.4
  * (what `rocmmemctl metrics` prints and `rocmmemd --metrics-textfile` writes). On success
- * *text is a NUL-terminated string the caller frees with free(); on failure *text is NULL.
- * Returns 0 or a negative errno (-EINVAL: client or text NULL; -ENOMEM; the connection's error).
+ * *text is a NUL-terminated string the caller frees with free() (it outlives the client); on
+ * failure *text is NULL. Blocks up to 10 s. Returns 0 or a negative errno (-EINVAL: client or
+ * text NULL; -ENOMEM; the connection's error).
  */
 ROCMMEM_EXPORT int rocmmem_metrics(rocmmem_client *client, char **text);
 
@@ -613,7 +722,8 @@ ROCMMEM_EXPORT int rocmmem_metrics(rocmmem_client *client, char **text);
  * of the event's generation or older (rocmmem_lease_generation), never a newer one.
  */
 struct rocmmem_model_desc {
-	unsigned device;
+	size_t struct_size; /* sizeof(struct rocmmem_model_desc) (see Conventions) */
+	rocmmem_device_index device;
 	const char *name;		      /* at most 64 bytes, shown in status */
 	enum rocmmem_model_class model_class; /* for --exclusive classes on the daemon */
 	uint64_t size;	  /* bytes reserved when acquire makes it resident; 0: leases only */
@@ -621,10 +731,16 @@ struct rocmmem_model_desc {
 	int pinned;	  /* never evicted */
 };
 
+/* A description with its size set and every other field 0. */
+/* clang-format off */
+#define ROCMMEM_MODEL_DESC_INIT {.struct_size = sizeof(struct rocmmem_model_desc)}
+/* clang-format on */
+
 /*
  * rocmmem_model_register declares a model; it holds no memory yet. Stores its id in
- * *model_id. Returns 0, -EINVAL, -ENODEV, -E2BIG (larger than the device's budget), -EDQUOT
- * (too many models on this connection) or another negative errno.
+ * *model_id. Blocks up to 10 s. Returns 0, -EINVAL (also for a struct_size too small),
+ * -EOPNOTSUPP (a newer header's fields set), -ENODEV, -E2BIG (larger than the device's
+ * budget), -EDQUOT (too many models on this connection) or another negative errno.
  */
 ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *client,
 					  const struct rocmmem_model_desc *desc,
@@ -632,30 +748,33 @@ ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *client,
 
 /*
  * rocmmem_model_acquire marks the model in use (it cannot be evicted until released). If it
- * is not resident, its size is reserved first, waiting up to timeout_ms (0: fail at once,
- * < 0: no limit) while the daemon has other models evicted; the host then loads the weights.
+ * is not resident, its size is reserved first, waiting up to timeout_ms (ROCMMEM_NO_WAIT:
+ * fail at once; ROCMMEM_WAIT_FOREVER: no limit) while the daemon has other models evicted;
+ * the host then loads the weights. Blocks up to timeout_ms plus 10 s.
  * Acquires nest: each needs a release. Returns 0; -ENOMEM (timeout 0 and no room);
  * -ETIMEDOUT; -EDEADLK (only this client's own models in use could make room, or a pinned
  * model of an exclusive class is resident: it would wait forever); -E2BIG; -ENOENT/-EPERM
  * (not this client's model).
  */
 ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *client, uint64_t model_id,
-					 int64_t timeout_ms);
+					 rocmmem_timeout_ms timeout_ms);
 
 /* rocmmem_model_release ends one acquire; when the last ends the model is idle (evictable
- * unless pinned) but stays resident. Returns 0, or -EINVAL when it was not in use. */
+ * unless pinned) but stays resident. Blocks up to 10 s. Returns 0, or -EINVAL when it was not
+ * in use. */
 ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *client, uint64_t model_id);
 
 /*
  * rocmmem_model_resize sets the model's reservation (rounded up to the granule): shrinking is
- * immediate, growing waits like an acquire (up to timeout_ms). Returns 0 or a negative errno
- * (-EBUSY while the model is being evicted).
+ * immediate, growing waits like an acquire (up to timeout_ms, plus 10 s for the answer).
+ * Returns 0 or a negative errno (-EBUSY while the model is being evicted).
  */
 ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *client, uint64_t model_id,
-					uint64_t reservation, int64_t timeout_ms);
+					uint64_t reservation, rocmmem_timeout_ms timeout_ms);
 
 /* rocmmem_model_unregister forgets the model: its reservation is returned, its tagged leases
- * stay as plain leases, requests waiting on its behalf fail with -ECANCELED. */
+ * stay as plain leases, requests waiting on its behalf fail with -ECANCELED. Blocks up to
+ * 10 s. Returns 0 or a negative errno (the library forgets the model whatever it is). */
 ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *client, uint64_t model_id);
 
 /*
@@ -666,7 +785,8 @@ ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *client, uint64_t mod
  * warning, and the model's current residency is untouched); -EINVAL when the model was not
  * asked to unload; -EBUSY (in use); -ENOENT/-EPERM (not this client's model). A model being
  * evicted is never in use: an acquire of it waits until the eviction is over and then
- * reserves the model's whole size again.
+ * reserves the model's whole size again. Blocks up to 10 s, never for a daemon that went away
+ * (its eviction ended with it: 0). May be called from the event callback.
  */
 ROCMMEM_EXPORT int rocmmem_model_evict_ack(rocmmem_client *client, uint64_t model_id);
 
@@ -685,17 +805,32 @@ ROCMMEM_EXPORT int rocmmem_model_evict_ack_generation(rocmmem_client *client, ui
  */
 ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *client, uint64_t model_id);
 
+/* What rocmmem_model_evict did, filled by the library. */
+struct rocmmem_evict_result {
+	size_t struct_size;   /* sizeof(struct rocmmem_evict_result), set by the caller */
+	uint64_t bytes_freed; /* the bytes that came back, as the daemon reports them */
+	int revoked;	      /* 1: the owner missed its deadline and the daemon took the memory
+			       * back; 0: the owner unloaded it (or it held nothing) */
+};
+
+/* A result with its size set, for rocmmem_model_evict to fill. */
+/* clang-format off */
+#define ROCMMEM_EVICT_RESULT_INIT {.struct_size = sizeof(struct rocmmem_evict_result)}
+/* clang-format on */
+
 /*
  * rocmmem_model_evict asks the owner of any model (this client's own, or any as root) to
- * unload it now, and waits until it has, storing the bytes that came back in *bytes_freed
- * (may be NULL). Returns 0 when the owner unloaded it (or it held nothing), 1 when the owner
- * missed the deadline and its memory was revoked, or -EBUSY (in use; or already being evicted
- * on another request), -EPERM, -ENOENT.
+ * unload it now, and waits until it has, or until the owner's deadline passed and the daemon
+ * took the memory back: it blocks that long (the daemon's eviction deadline, 20 s by default),
+ * without a limit of its own. Fills *result (may be NULL) with what happened. Returns 0 (the
+ * model is unloaded either way: result->revoked says how), -EBUSY (in use; or already being
+ * evicted on another request), -EPERM, -ENOENT, -EINVAL (result's struct_size too small).
  */
 ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *client, uint64_t model_id,
-				       uint64_t *bytes_freed);
+				       struct rocmmem_evict_result *result);
 
-/* rocmmem_model_pin pins (pinned != 0) or unpins a model: the owner's, or any as root. */
+/* rocmmem_model_pin pins (pinned != 0) or unpins a model: the owner's, or any as root. Blocks up
+ * to 10 s. Returns 0, -EPERM, -ENOENT or another negative errno. */
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *client, uint64_t model_id, int pinned);
 
 /* ----------------------------------------------------------------------------------------- */
@@ -703,7 +838,7 @@ ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *client, uint64_t model_id, 
 
 enum rocmmem_event_type {
 	ROCMMEM_EVENT_SHUTDOWN = 1,	 /* the daemon is stopping: reason */
-	ROCMMEM_EVENT_EVICT_REQUEST = 2, /* unload model_id and ack before deadline_ms */
+	ROCMMEM_EVENT_EVICT_REQUEST = 2, /* unload model_id and ack within deadline_ms */
 	ROCMMEM_EVENT_MODEL_REVOKED = 3, /* model_id's memory was taken back: reason */
 	ROCMMEM_EVENT_LEASE_REVOKED = 4, /* lease_id was revoked by an administrator: reason */
 	ROCMMEM_EVENT_DISCONNECTED = 5,	 /* the connection ended (the library's own event) */
@@ -729,7 +864,7 @@ struct rocmmem_event {
 	uint64_t model_id;
 	uint64_t lease_id;
 	uint64_t bytes_needed;
-	uint32_t deadline_ms;
+	rocmmem_timeout_ms deadline_ms; /* EVICT_REQUEST: how long the owner has to ack */
 	/* ROCMMEM_EVENT_SAMPLE: the daemon's state, read with the rocmmem_status_* accessors
 	 * (never freed by the callback), and what only a sample has. NULL for other types. */
 	const rocmmem_status *sample;
@@ -748,7 +883,7 @@ typedef void (*rocmmem_event_fn)(rocmmem_client *client, const struct rocmmem_ev
  * rocmmem_set_event_callback sets the function called for each event (NULL drops events): by
  * rocmmem_dispatch, and by any call of this client while it waits for the daemon (see Models).
  * One event is delivered at a time, in order, with no library lock held: the callback may call
- * the library. Returns 0.
+ * the library, except rocmmem_disconnect. Returns 0, or -EINVAL (client NULL).
  */
 ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *client, rocmmem_event_fn fn,
 					      void *userdata);
@@ -764,10 +899,10 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
 /*
  * rocmmem_dispatch handles whatever events have arrived, without blocking, calling the event
  * callback for each from the calling thread (with no library lock held: the callback may call
- * the library). Returns the number of events handled, or -ECONNRESET once the connection has
- * ended (after delivering ROCMMEM_EVENT_DISCONNECTED once). While the library reconnects it
- * makes the attempt that is due, which takes a connect and, when the daemon answers, the
- * re-declarations (milliseconds; each step waits for the daemon at most 2 s before hello, and
+ * the library). Returns the number of events handled (a count, >= 0), or -ECONNRESET once the
+ * connection has ended (after delivering ROCMMEM_EVENT_DISCONNECTED once). While the library
+ * reconnects it makes the attempt that is due, which takes a connect and, when the daemon answers,
+ * the re-declarations (milliseconds; each step waits for the daemon at most 2 s before hello, and
  * longer once memory is being taken over, when giving up would hand it back).
  */
 ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *client);
@@ -834,7 +969,7 @@ struct rocmmem_telemetry_event {
 	const char *client_name; /* "" when none */
 	uint64_t client_id;	 /* the daemon's connection id */
 	int has_device;		 /* whether device applies */
-	uint32_t device;
+	rocmmem_device_index device;
 	uint64_t bytes;
 	uint64_t lease_id;
 	uint64_t model_id;
@@ -853,17 +988,19 @@ ROCMMEM_EXPORT const char *rocmmem_telemetry_name(enum rocmmem_telemetry_type ty
  * what: ROCMMEM_SUBSCRIBE_SAMPLES and/or ROCMMEM_SUBSCRIBE_EVENTS. interval_ms: how often
  * samples come (ROCMMEM_SAMPLE_INTERVAL_MIN_MS to _MAX_MS; ignored without samples); the first
  * comes at once. Set the event callback first, or samples and events are dropped as they are
- * delivered. Returns the sample interval in effect in ms (0 with events only); -EINVAL (no or
- * unknown bits in what, or an interval out of range); -ECONNRESET; or another negative errno
- * (-EOPNOTSUPP: a daemon without telemetry).
+ * delivered. Stores the sample interval in effect in *interval_in_effect_ms (may be NULL; 0
+ * with events only). Blocks up to 10 s. Returns 0; -EINVAL (no or unknown bits in what, or an
+ * interval out of range); -ECONNRESET; or another negative errno (-EOPNOTSUPP: a daemon
+ * without telemetry).
  */
-ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *client, unsigned what, uint32_t interval_ms);
+ROCMMEM_EXPORT int rocmmem_subscribe(rocmmem_client *client, unsigned what, uint32_t interval_ms,
+				     uint32_t *interval_in_effect_ms);
 
 /*
  * rocmmem_unsubscribe ends the subscription. Samples and events received but not yet
  * delivered are discarded, so none is delivered once it returns (except to a callback another
- * thread is running at that moment). Returns 0 (also when there was no subscription) or a
- * negative errno.
+ * thread is running at that moment). Blocks up to 10 s. Returns 0 (also when there was no
+ * subscription) or a negative errno.
  */
 ROCMMEM_EXPORT int rocmmem_unsubscribe(rocmmem_client *client);
 

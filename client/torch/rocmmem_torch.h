@@ -21,10 +21,11 @@
  * own caching allocator does, so that stream-ordered work never sees its memory reused by
  * another stream.
  *
- * Environment, read when the library connects: ROCMMEM_TORCH_CHUNK_SIZE (the lease size,
- * bytes or K/M/G; default 64M), ROCMMEM_TORCH_KEEP_EMPTY (the largest empty lease kept;
- * 0: none), ROCMMEM_TORCH_TIMEOUT (seconds a lease request may wait for memory; default 30;
- * 0 fails at once), ROCMMEM_SOCKET (the daemon, as for librocmmem).
+ * Environment, read when the library connects: ROCMMEM_TORCH_CHUNK_SIZE (the lease size, in
+ * the size syntax of every rocmmem tool: "64M", "0.9G" truncated to bytes; default 64M),
+ * ROCMMEM_TORCH_KEEP_EMPTY (the largest empty lease kept; 0: none), ROCMMEM_TORCH_TIMEOUT
+ * (seconds a lease request may wait for memory; default 30; 0 fails at once), ROCMMEM_SOCKET
+ * (the daemon, as for librocmmem).
  */
 
 #include <stdint.h>

@@ -35,8 +35,22 @@
 /* suballoc_free's size for "do not check the size". */
 #define SUBALLOC_ANY_SIZE UINT64_MAX
 
-struct sa_block;
+struct sa_region;
 struct sa_arena;
+
+/*
+ * One block of a region, free or live; private to suballoc.c and suballoc_verify.c (the
+ * caller never looks inside).
+ */
+struct sa_block {
+	uintptr_t addr;
+	uint64_t size;	    /* a multiple of SUBALLOC_ALIGN */
+	uint64_t requested; /* live: the size asked for; free: 0 */
+	struct sa_block *prev_phys, *next_phys;
+	struct sa_block *prev_free, *next_free; /* free: its list; spare: the spare list */
+	struct sa_region *region;
+	bool free;
+};
 
 /* One range handed to the sub-allocator (one lease). The caller reads it, never writes it. */
 struct sa_region {
@@ -144,5 +158,10 @@ uint64_t suballoc_largest_free(const struct sa_region *region);
  * description in why.
  */
 int suballoc_verify(const struct suballoc *sa, char *why, size_t why_len);
+
+/* suballoc_mapping gives the size class (first and second level) of a block of size bytes;
+ * suballoc_table_find the live block that starts at addr, or NULL. For suballoc_verify.c. */
+void suballoc_mapping(uint64_t size, unsigned *fl, unsigned *sl);
+struct sa_block *suballoc_table_find(const struct suballoc *sa, uintptr_t addr);
 
 #endif

@@ -81,6 +81,9 @@ static char *read_line(char *str, int num, void *stream)
 		buf[0] = '\0'; /* inih sees an empty line */
 		n = 0;
 	}
+	/* inih needs no newline: without it a line of CONFIG_MAX_LINE bytes fits its buffer. */
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
 	if (n + 1 > (size_t)num) {
 		fail(r, "line longer than %d bytes", num - 1);
 		buf[0] = '\0';
@@ -236,12 +239,26 @@ static const char *seconds_text(uint64_t ms, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * line writes "key = value" with the value's source in a comment after it. What it writes must
+ * load again, so no line is longer than CONFIG_MAX_LINE: a note that does not fit goes on a
+ * comment line of its own before the setting, and a setting that fits only without the spaces
+ * around '=' (a file's longest line written "key=value") is written without them.
+ */
 static void line(FILE *out, const char *key, const char *value, const char *note)
 {
-	char kv[512];
-	int n = snprintf(kv, sizeof(kv), "%s = %s", key, value);
+	size_t kv = strlen(key) + 3 + strlen(value);
+	size_t pad = kv < 40 ? 40 - kv : 1;
 
-	fprintf(out, "%s%*s; %s\n", kv, n < 40 ? 40 - n : 1, "", note);
+	if (kv + pad + 2 + strlen(note) <= CONFIG_MAX_LINE) {
+		fprintf(out, "%s = %s%*s; %s\n", key, value, (int)pad, "", note);
+		return;
+	}
+	fprintf(out, "; %s: %s\n", key, note);
+	if (kv <= CONFIG_MAX_LINE)
+		fprintf(out, "%s = %s\n", key, value);
+	else
+		fprintf(out, "%s=%s\n", key, value);
 }
 
 static void setting(FILE *out, const struct options *eff, enum option_id id, const char *value)

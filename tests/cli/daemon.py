@@ -65,10 +65,10 @@ def reachable_copy(path, name=None):
 
 
 def reachable_ctl():
-    """rocmmemctl and its librocmmem.so.0 where any user may run them (reachable_copy), and
+    """rocmmemctl and its librocmmem.so.1 where any user may run them (reachable_copy), and
     the environment that makes the copy use the copied library."""
     ctl = rocmmemctl_bin()
-    lib = reachable_copy(os.path.join(os.path.dirname(ctl), "librocmmem.so.0"))
+    lib = reachable_copy(os.path.join(os.path.dirname(ctl), "librocmmem.so.1"))
     return reachable_copy(ctl), clean_env(LD_LIBRARY_PATH=os.path.dirname(lib))
 
 

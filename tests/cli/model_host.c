@@ -222,7 +222,7 @@ int main(int argc, char **argv)
 	}
 	rocmmem_set_event_callback(c, host_event, &h);
 	for (; i < argc; i++) {
-		struct rocmmem_model_desc desc = {0};
+		struct rocmmem_model_desc desc = {.struct_size = sizeof(desc)};
 		struct host_model *m = &h.models[h.n];
 		char spec[256];
 

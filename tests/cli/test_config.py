@@ -140,6 +140,17 @@ class Precedence(ConfigTestCase):
         holders[0].kill()
         poll_until(lambda: self.ctl("status").rc == 0, what="room for a connection again")
 
+    def test_file_takes_fractions(self):
+        # The one size rule: 0.95G is floor(0.95 * 2**30) = 1020054732 bytes, and a device's
+        # budget is whole 2 MiB granules of it (486).
+        path = self.write_config("[devices]\nbudget = 0.95G\n")
+        self.start_daemon(budget=None, extra=["--config", path])
+        self.assertEqual(self.budget(), 486 * 2 * MiB)
+        r = self.check("--config", path)
+        self.assertEqual(r.rc, 0, r)
+        # --check-config prints the bytes the rule gave, before granules.
+        self.assertRegex(r.stdout, r"\[devices\]\nbudget = 1020054732 +; file")
+
     def test_flag_wins(self):
         path = self.write_config("[devices]\nbudget = 32M\n")
         self.start_daemon(budget="48M", extra=["--config", path])

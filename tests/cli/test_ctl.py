@@ -55,10 +55,11 @@ class UsageErrors(CliTestCase):
         self.usage(["lease", "--hold", "1"], r"^rocmmemctl lease: missing SIZE")
 
     def test_bad_sizes(self):
-        for size in ("12X", "4GB", "1.5", "M", "", "1.2.3M", "4 M", "0x10"):
+        for size in ("12X", "4GB", "1.5", "M", "", "1.2.3M", "4 M", "0x10", "1.G", ".5G",
+                     "1e3G", "0x10M", "1,5G", "0.9 G", "0.1234567890123456789G"):
             with self.subTest(size=size):
                 self.usage(["lease", size], rf"^rocmmemctl lease: invalid SIZE '{re.escape(size)}'")
-        for size in ("0", "0M", "0.0G"):
+        for size in ("0", "0M", "0.0G", "0.0000000001G"):
             with self.subTest(size=size):
                 self.usage(["lease", size], r"^rocmmemctl lease: SIZE must be larger than 0")
         # "-1" looks like an option to the parser; either way it is a usage error.

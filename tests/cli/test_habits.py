@@ -10,7 +10,7 @@ import subprocess
 import termios
 import unittest
 
-from daemon import CliTestCase, Daemon, clean_env, rocmmemctl_bin, run
+from daemon import GRANULE, CliTestCase, Daemon, clean_env, rocmmemctl_bin, run
 
 USAGE = "Usage: rocmmemctl [--socket PATH] [--json] "
 
@@ -102,7 +102,8 @@ class SizeHints(CliTestCase):
                                   ("512MB", "512M", "MiB"), ("1.5GB", "1.5G", "GiB"),
                                   ("2 GiB", "2G", "GiB"), ("3Gi", "3G", "GiB"),
                                   ("64kb", "64K", "KiB"), ("1TB", "1T", "TiB"),
-                                  ("8 bytes", "8", "bytes"), ("4 M", "4M", "MiB")):
+                                  ("8 bytes", "8", "bytes"), ("4 M", "4M", "MiB"),
+                                  ("0.9GB", "0.9G", "GiB"), ("0.3 mb", "0.3M", "MiB")):
             with self.subTest(size=text):
                 r = self.ctl("lease", text, sock=False)
                 self.assertEqual((r.rc, r.stdout), (1, ""), r)
@@ -118,6 +119,35 @@ class SizeHints(CliTestCase):
                 self.assertEqual(r.rc, 1, r)
                 self.assertRegex(r.stderr, rf"^rocmmemctl lease: invalid SIZE '{re.escape(text)}'")
                 self.assertNotIn("did you mean", r.stderr)
+
+
+class FractionalSizes(CliTestCase):
+    """A fraction with a suffix is read as docker and systemd read it: the value times the
+    unit, truncated to whole bytes (common/size.c, for the daemon's options and rocmmemctl
+    alike); the daemon then grants whole 2 MiB granules."""
+
+    def test_lease_of_a_fraction(self):
+        # --budget 0.95G: floor(0.95 * 2**30) = 1020054732 bytes, 486 whole granules.
+        self.start_daemon(budget="0.95G")
+        self.assertEqual(self.status()["devices"][0]["budget_bytes"], 486 * GRANULE)
+        # 0.9G: floor(0.9 * 2**30) = 966367641 bytes (966367641.6), granted as 461 granules.
+        r = self.ctl("--json", "lease", "0.9G", "--hold", "0")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.json()["bytes"], 461 * GRANULE)
+        r = self.ctl("lease", "0.9g", "--hold", "0")
+        self.assertEqual(r.rc, 0, r)
+        self.assertRegex(r.stdout, r"^lease \d+: 922 MiB on device 0;")
+        # Truncated, not rounded: one byte past 4 MiB needs a third granule, less does not.
+        for text, granules in (("4.0000001M", 2), ("4.000001M", 3), ("0.0000001M", None)):
+            with self.subTest(size=text):
+                r = self.ctl("--json", "lease", text, "--hold", "0")
+                if granules is None:  # 0.1048576 bytes: 0, which is no size to lease
+                    self.assertEqual(r.rc, 1, r)
+                    self.assertIn("SIZE must be larger than 0", r.stderr)
+                else:
+                    self.assertEqual(r.rc, 0, r)
+                    self.assertEqual(r.json()["bytes"], granules * GRANULE)
+        self.assertEqual(self.status()["leases"], [])
 
 
 class JsonErrors(CliTestCase):

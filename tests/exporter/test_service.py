@@ -157,8 +157,11 @@ class Service(unittest.TestCase):
         d = self.background([ACTIVATE, "--seqpacket", "-l", self.sock, "-E",
                              f"RUNTIME_DIRECTORY={state}", *sandboxed(svc, writable)],
                             "rocmmemd")
-        poll_until(lambda: os.path.exists(self.sock) or not d.running(), timeout=10,
-                   what="the daemon's socket")
+        # The path exists from bind() on, but connections are refused until listen(): wait
+        # for systemd-socket-activate to say it listens.
+        poll_until(lambda: "Listening on" in d.stderr() or not d.running(), timeout=10,
+                   what="systemd-socket-activate to listen")
+        self.assertTrue(d.running(), d.stderr())
         # SocketGroup=rocmmem, SocketMode=0660: systemd-socket-activate has no such options.
         shutil.chown(self.sock, group=sock_unit["SocketGroup"][0])
         os.chmod(self.sock, int(sock_unit["SocketMode"][0], 8))
@@ -232,9 +235,9 @@ class Service(unittest.TestCase):
         text = poll_until(written, timeout=20, what=f"{prom_path} with the lease in it")
         self.promtool(text)
         st = os.stat(prom_path)
-        metrics_gid = [g for g in open("/etc/group") if g.startswith("rocmmem-metrics:")]
+        import grp
         self.assertEqual((st.st_uid, st.st_gid, oct(st.st_mode & 0o777)),
-                         (uid, int(metrics_gid[0].split(":")[2]), oct(0o644)))
+                         (uid, grp.getgrnam("rocmmem-metrics").gr_gid, oct(0o644)))
         self.assertNotIn("Could not", d.stderr(), d)
 
         # The exporter, through a real HTTP client.

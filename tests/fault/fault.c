@@ -202,7 +202,8 @@ void fault_baseline_take(const struct daemon_proc *d, struct fault_baseline *b)
 /* whole_budget has a well-behaved client take the whole budget at once and touch it. */
 static void whole_budget(const struct daemon_proc *d, uint64_t budget, const char *what)
 {
-	struct rocmmem_lease_request req = {.size = budget, .timeout_ms = 0, .tag = "whole"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = budget, .timeout_ms = 0, .tag = "whole"};
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	unsigned char *p;

@@ -162,8 +162,11 @@ static void start_gpu_daemon(struct daemon_proc *d, bool cuda, const char *shari
 /* nomap_lease acquires without mapping: this process never loads a GPU runtime. */
 static int nomap_lease(rocmmem_client *c, uint64_t size, int64_t timeout_ms, rocmmem_lease **l)
 {
-	struct rocmmem_lease_request req = {
-	    .size = size, .timeout_ms = timeout_ms, .tag = "fault", .flags = ROCMMEM_LEASE_NOMAP};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .size = size,
+					    .timeout_ms = timeout_ms,
+					    .tag = "fault",
+					    .flags = ROCMMEM_LEASE_NOMAP};
 
 	return rocmmem_lease_acquire(c, &req, l);
 }

@@ -255,7 +255,7 @@ static void child_leases(int out, uint64_t seed, int arg)
 	say(out, 'R');
 	for (;;) {
 		unsigned slot = (unsigned)fault_below(&r, 3);
-		struct rocmmem_lease_request req = {.tag = "doomed"};
+		struct rocmmem_lease_request req = {.struct_size = sizeof(req), .tag = "doomed"};
 		int err;
 
 		if (held[slot]) {
@@ -318,7 +318,8 @@ static void owner_event(rocmmem_client *c, const struct rocmmem_event *ev, void 
 static void child_owner(int out, uint64_t seed, int arg)
 {
 	struct owner o = {.out = out, .r = {seed}};
-	struct rocmmem_model_desc desc = {.name = "doomed-model",
+	struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+					  .name = "doomed-model",
 					  .model_class = ROCMMEM_MODEL_TRANSFORMER,
 					  .size = (uint64_t)arg * MIB};
 	rocmmem_client *c = child_connect("doomed-owner");
@@ -332,8 +333,11 @@ static void child_owner(int out, uint64_t seed, int arg)
 	if (err)
 		unexpected("model acquire", err);
 	if (fault_below(&o.r, 2)) {
-		struct rocmmem_lease_request req = {
-		    .size = 2 * MIB, .timeout_ms = 0, .tag = "tagged", .model_id = o.model};
+		struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+						    .size = 2 * MIB,
+						    .timeout_ms = 0,
+						    .tag = "tagged",
+						    .model_id = o.model};
 
 		err = rocmmem_lease_acquire(c, &req, &o.tagged);
 		if (err)
@@ -357,8 +361,10 @@ static void child_owner(int out, uint64_t seed, int arg)
  * until killed. */
 static void child_requester(int out, uint64_t seed, int arg)
 {
-	struct rocmmem_lease_request req = {
-	    .size = (uint64_t)arg * MIB, .timeout_ms = HARNESS_WAIT_MS, .tag = "requester"};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .size = (uint64_t)arg * MIB,
+					    .timeout_ms = HARNESS_WAIT_MS,
+					    .tag = "requester"};
 	rocmmem_client *c = child_connect("requester");
 	rocmmem_lease *l = NULL;
 	int err;
@@ -401,7 +407,7 @@ static void child_subscriber(int out, uint64_t seed, int arg)
 	say(out, 'R');
 	for (;;) {
 		int rc = rocmmem_subscribe(c, whats[fault_below(&r, 3)],
-					   (uint32_t)(10 + fault_below(&r, 41)));
+					   (uint32_t)(10 + fault_below(&r, 41)), NULL);
 
 		if (rc < 0)
 			unexpected("subscribe", rc);
@@ -711,7 +717,7 @@ static rocmmem_client *filler(int count)
 	rocmmem_client *c = harness_connect(&daemon_, "filler");
 
 	for (int i = 0; i < count; i++) {
-		struct rocmmem_model_desc desc = {.name = "filler"};
+		struct rocmmem_model_desc desc = {.struct_size = sizeof(desc), .name = "filler"};
 		uint64_t id;
 
 		assert_int_equal(rocmmem_model_register(c, &desc, &id), 0);

@@ -130,7 +130,8 @@ static void expect_clean(size_t clients, int open_fds, uint64_t failures, const 
 /* acquire_ok acquires size at once, touches it and releases it. */
 static void acquire_ok(rocmmem_client *c, uint64_t size, const char *what)
 {
-	struct rocmmem_lease_request req = {.size = size, .timeout_ms = 0, .tag = "after"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .timeout_ms = 0, .tag = "after"};
 	rocmmem_lease *l = NULL;
 	unsigned char *p;
 	int err = rocmmem_lease_acquire(c, &req, &l);
@@ -160,7 +161,8 @@ static void test_each_call_fails_once(void **state)
 	failures = b.failures;
 	for (size_t i = 0; i < sizeof(call_faults) / sizeof(call_faults[0]); i++) {
 		const struct call_fault *f = &call_faults[i];
-		struct rocmmem_lease_request req = {.size = 8 * MIB, .timeout_ms = 0, .tag = "x"};
+		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req), .size = 8 * MIB, .timeout_ms = 0, .tag = "x"};
 		rocmmem_lease *l = NULL;
 		int err;
 
@@ -191,8 +193,10 @@ struct waiter {
 static void *wait_for_memory(void *arg)
 {
 	struct waiter *w = arg;
-	struct rocmmem_lease_request req = {
-	    .size = w->size, .timeout_ms = HARNESS_WAIT_MS, .tag = "waiter"};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .size = w->size,
+					    .timeout_ms = HARNESS_WAIT_MS,
+					    .tag = "waiter"};
 
 	w->err = rocmmem_lease_acquire(w->c, &req, &w->lease);
 	snprintf(w->message, sizeof(w->message), "%s", w->err ? rocmmem_last_error() : "");
@@ -220,7 +224,8 @@ static void wait_queued(uint32_t n)
  */
 static void test_fails_after_waiting(void **state)
 {
-	struct rocmmem_lease_request req = {.size = BUDGET, .timeout_ms = 0, .tag = "all"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = BUDGET, .timeout_ms = 0, .tag = "all"};
 	rocmmem_client *holder;
 	uint64_t failures;
 	struct fault_books b;
@@ -281,7 +286,8 @@ static void test_punch_fails_at_release(void **state)
 	failures = b.failures;
 	set_faults("fallocate=*:EIO");
 	for (int i = 0; i < 16; i++) {
-		struct rocmmem_lease_request req = {.size = 4 * MIB, .timeout_ms = 0};
+		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req), .size = 4 * MIB, .timeout_ms = 0};
 		rocmmem_lease *l[4] = {NULL};
 
 		for (int j = 0; j < 4; j++) {
@@ -326,7 +332,7 @@ static void *churn(void *arg)
 
 	for (int i = 0; i < ATTEMPTS; i++) {
 		unsigned slot = (unsigned)fault_below(&t->rng, 2);
-		struct rocmmem_lease_request req = {.tag = "random"};
+		struct rocmmem_lease_request req = {.struct_size = sizeof(req), .tag = "random"};
 		int err;
 
 		if (held[slot]) {

@@ -49,7 +49,8 @@ static rocmmem_client *connect_slow(const char *name)
 
 static rocmmem_lease *lease(rocmmem_client *c, uint64_t size, int64_t timeout_ms, const char *tag)
 {
-	struct rocmmem_lease_request req = {.size = size, .timeout_ms = timeout_ms, .tag = tag};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .timeout_ms = timeout_ms, .tag = tag};
 	rocmmem_lease *l = NULL;
 	unsigned char *p;
 	int err = rocmmem_lease_acquire(c, &req, &l);
@@ -154,7 +155,8 @@ static void killed_client(void)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		struct rocmmem_lease_request req = {.size = 4 * MIB, .timeout_ms = 0};
+		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req), .size = 4 * MIB, .timeout_ms = 0};
 		rocmmem_client *cl = NULL;
 		rocmmem_lease *l[2];
 
@@ -242,10 +244,13 @@ static void test_scenario_under_memcheck(void **state)
 				    "--handshake-timeout",
 				    "600",
 				    NULL};
-	struct rocmmem_model_desc desc = {
-	    .name = "vg-model", .model_class = ROCMMEM_MODEL_TRANSFORMER, .size = 32 * MIB};
+	struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+					  .name = "vg-model",
+					  .model_class = ROCMMEM_MODEL_TRANSFORMER,
+					  .size = 32 * MIB};
 	struct owner owner = {0};
 	struct tally tally = {0};
+	uint32_t interval = 0;
 	rocmmem_client *a, *b, *sub;
 	rocmmem_lease *held[3], *evicting, *kept;
 	rocmmem_status *st = NULL;
@@ -280,8 +285,11 @@ static void test_scenario_under_memcheck(void **state)
 	/* A subscriber to samples and events, then to events alone (kept to the end). */
 	sub = connect_slow("vg-subscriber");
 	rocmmem_set_event_callback(sub, count, &tally);
-	assert_int_equal(
-	    rocmmem_subscribe(sub, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 100), 100);
+	assert_int_equal(rocmmem_subscribe(sub,
+					   ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
+					   100, &interval),
+			 0);
+	assert_int_equal(interval, 100);
 
 	/* A model, resident and idle, evicted for b's lease (12 MiB held by a, 32 by it). */
 	owner.c = connect_slow("vg-owner");
@@ -296,11 +304,12 @@ static void test_scenario_under_memcheck(void **state)
 	dispatch_until(sub, &tally.samples, 2);
 	dispatch_until(sub, &tally.events, 3);
 	assert_int_equal(rocmmem_unsubscribe(sub), 0);
-	assert_int_equal(rocmmem_subscribe(sub, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
+	assert_int_equal(rocmmem_subscribe(sub, ROCMMEM_SUBSCRIBE_EVENTS, 0, NULL), 0);
 
 	/* A wait that times out and a request that can never fit. */
 	{
-		struct rocmmem_lease_request req = {.size = 32 * MIB, .timeout_ms = 200};
+		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req), .size = 32 * MIB, .timeout_ms = 200};
 		rocmmem_lease *l = NULL;
 
 		assert_int_equal(rocmmem_lease_acquire(a, &req, &l), -ETIMEDOUT);

@@ -304,7 +304,8 @@ static void close_all(void)
 /* well_behaved_op: acquire 2 MiB, write and read it back, release; or a status. */
 static void well_behaved_op(rocmmem_client *client)
 {
-	struct rocmmem_lease_request req = {.size = 2 * MIB, .timeout_ms = 200, .tag = "good"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MIB, .timeout_ms = 200, .tag = "good"};
 	rocmmem_lease *l = NULL;
 	rocmmem_status *status = NULL;
 	uint8_t *p;

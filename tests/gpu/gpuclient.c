@@ -102,8 +102,10 @@ static int reconnected(rocmmem_client *c)
 int gpu_client_run(void *arg, int in, int out)
 {
 	const struct gpu_job *job = arg;
-	struct rocmmem_lease_request req = {
-	    .device = job->device, .size = job->size, .timeout_ms = job->timeout_ms};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .device = job->device,
+					    .size = job->size,
+					    .timeout_ms = job->timeout_ms};
 	struct hipapi hip;
 	struct cuapi cuda;
 	rocmmem_client *c = NULL;

@@ -424,7 +424,7 @@ static void test_hip_trim_returns_cache(void **state)
 	c = harness_connect(&d, "trimmer");
 	assert_int_equal(rocmmem_trim(c, 0, &released), 0);
 	assert_int_equal(released, 768 * MiB);
-	assert_int_equal(rocmmem_trim(c, -1, &released), 0);
+	assert_int_equal(rocmmem_trim(c, ROCMMEM_ALL_DEVICES, &released), 0);
 	assert_int_equal(released, 0);
 	assert_int_equal(rocmmem_trim(c, 4, &released), -ENODEV);
 	rocmmem_disconnect(c);
@@ -644,7 +644,7 @@ static void test_hip_device_lost(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", "--budget", "1G", NULL};
 	struct gpu_job job = {.size = 8 * MiB};
-	struct rocmmem_lease_request req = {.size = 8 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 8 * MiB};
 	struct daemon_proc d;
 	struct gpu_report r;
 	rocmmem_client *c;
@@ -682,7 +682,8 @@ static void test_hip_device_lost(void **state)
 static void test_hip_multi_gpu(void **state)
 {
 	static const char *const args[] = {"--backend", "hip", NULL};
-	struct rocmmem_lease_request req = {.device = 2, .size = 8 * MiB};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 2, .size = 8 * MiB};
 	struct daemon_proc d;
 	rocmmem_client *c;
 	rocmmem_lease *l = NULL;
@@ -721,7 +722,8 @@ static void test_hip_multi_gpu(void **state)
 static int keeps_current(void *arg, int in, int out)
 {
 	const char *sock = arg;
-	struct rocmmem_lease_request req = {.device = 1, .size = 8 * MiB};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 1, .size = 8 * MiB};
 	bool cuda = getenv("ROCMMEM_CUDA_LIBRARY") != NULL;
 	struct hipapi hip;
 	struct cuapi cu;

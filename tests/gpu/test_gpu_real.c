@@ -151,7 +151,7 @@ static void test_trim_and_kill9(void **state)
 	child_kill(&c);
 	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
 	client = harness_connect(&daemon_, "gpu-trim");
-	assert_int_equal(rocmmem_trim(client, -1, &released), 0);
+	assert_int_equal(rocmmem_trim(client, ROCMMEM_ALL_DEVICES, &released), 0);
 	assert_true(released != UINT64_MAX);
 	fprintf(stderr, "a holder killed with SIGKILL was reclaimed; trim released %llu bytes\n",
 		(unsigned long long)released);

@@ -98,7 +98,8 @@ static void child_wait(int sync, int variant)
  */
 static void test_die_while_waiting(void **state)
 {
-	struct rocmmem_lease_request req = {.size = 60 * MIB, .timeout_ms = 0, .tag = "holder"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 60 * MIB, .timeout_ms = 0, .tag = "holder"};
 	rocmmem_client *holder = harness_connect(&hostile.d, "holder");
 	rocmmem_lease *hold = NULL;
 	int fd = hostile_greeted("behind");
@@ -154,7 +155,8 @@ static void test_die_as_grant_arrives(void **state)
 
 	(void)state;
 	for (int i = 0; i < ROUNDS; i++) {
-		struct rocmmem_lease_request req = {.size = 60 * MIB, .tag = "holder"};
+		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req), .size = 60 * MIB, .tag = "holder"};
 		rocmmem_lease *hold = NULL;
 		struct hostile_child c;
 
@@ -176,7 +178,8 @@ static void test_die_as_grant_arrives(void **state)
 /* child_hold holds several leases (after some coming and going), then waits to be killed. */
 static void child_hold(int sync, int arg)
 {
-	struct rocmmem_lease_request req = {.timeout_ms = 0, .tag = "doomed"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .timeout_ms = 0, .tag = "doomed"};
 	rocmmem_lease *l[5] = {NULL};
 	rocmmem_client *c = NULL;
 
@@ -200,7 +203,8 @@ static void child_hold(int sync, int arg)
 /* child_churn acquires and releases without pause until it is killed. */
 static void child_churn(int sync, int seed)
 {
-	struct rocmmem_lease_request req = {.timeout_ms = 1000, .tag = "churn"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .timeout_ms = 1000, .tag = "churn"};
 	rocmmem_lease *held[3] = {NULL};
 	rocmmem_client *c = NULL;
 	unsigned r = (unsigned)seed;

@@ -763,7 +763,8 @@ static void latency_report(struct latencies *l)
 static void neighbour(long ms, struct latencies *acquire, struct latencies *release,
 		      struct latencies *status, long *heap_max)
 {
-	struct rocmmem_lease_request req = {.size = 2 * MIB, .timeout_ms = 2000, .tag = "nb"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MIB, .timeout_ms = 2000, .tag = "nb"};
 	rocmmem_client *c = harness_connect(&hostile.d, "swarm-neighbour");
 	long end = harness_now_ms() + ms;
 

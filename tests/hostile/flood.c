@@ -66,7 +66,8 @@ struct watcher {
 static void *watch(void *arg)
 {
 	struct watcher *w = arg;
-	struct rocmmem_lease_request req = {.size = 2 * MIB, .timeout_ms = 2000, .tag = "watcher"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MIB, .timeout_ms = 2000, .tag = "watcher"};
 	rocmmem_client *c = NULL;
 	int err = rocmmem_connect(hostile.d.sock, "watcher", 5000, &c);
 
@@ -370,7 +371,8 @@ static bool flood_pair(int fd, uint64_t id, uint64_t lease)
  */
 static void test_unread_grants_pin_fds(void **state)
 {
-	struct rocmmem_lease_request req = {.size = 2 * MIB, .timeout_ms = 0, .tag = "good"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MIB, .timeout_ms = 0, .tag = "good"};
 	long limit = daemon_fd_limit();
 	int flooders[MAX_FLOODERS], spares[SPARES], nflooders, nspares = 0, count = 0, cur = 0;
 	int err;

@@ -103,7 +103,8 @@ int hostile_run_result(int cmocka_rc)
 /* well_behaved acquires, touches and releases 2 MiB with librocmmem, and reads a status. */
 static void well_behaved(void)
 {
-	struct rocmmem_lease_request req = {.size = 2 * MIB, .timeout_ms = 2000, .tag = "healthy"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MIB, .timeout_ms = 2000, .tag = "healthy"};
 	rocmmem_client *c = harness_connect(&hostile.d, "healthy");
 	rocmmem_lease *l = NULL;
 	rocmmem_status *st = NULL;

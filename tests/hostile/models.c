@@ -712,7 +712,8 @@ static void expect_holder_only(uint64_t held)
 
 static void test_die_during_acquire_wait(void **state)
 {
-	struct rocmmem_lease_request req = {.size = 32 * MIB, .tag = "holder"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 32 * MIB, .tag = "holder"};
 	rocmmem_client *holder = harness_connect(&hostile.d, "holder");
 	rocmmem_lease *hold = NULL;
 

@@ -10,7 +10,8 @@ step with --help, the example configuration checked by `rocmmemd --check-config`
 built against the installed library through pkg-config and through the CMake package (from a
 copy of the prefix moved elsewhere), run against a daemon from the build tree.
 
-Environment (set by CMake): ROCMMEM_BUILD_DIR, ROCMMEM_SOURCE_DIR, ROCMMEM_VERSION, CMAKE,
+Environment (set by CMake): ROCMMEM_BUILD_DIR, ROCMMEM_SOURCE_DIR, ROCMMEM_VERSION (the
+project's), ROCMMEM_LIBRARY_VERSION (librocmmem's, from rocmmem.h), CMAKE,
 CC, ROCMMEMD (the build tree's daemon), and ROCMMEM_DIR_<NAME>: the install directories as
 configured (BINDIR, SBINDIR, LIBDIR, INCLUDEDIR, DATADIR, MANDIR, SYSTEM_UNIT_DIR,
 USER_UNIT_DIR, SYSUSERS_DIR, TMPFILES_DIR), relative to the prefix.
@@ -53,9 +54,10 @@ def readelf_dynamic(path):
 
 
 def loaded_librocmmem(exe):
-    """loaded_librocmmem is the real path of the librocmmem.so.0 exe loads (None: none)."""
+    """loaded_librocmmem is the real path of the librocmmem.so.N exe loads (None: none)."""
     clean = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    m = re.search(r"^\s*librocmmem\.so\.0 => (\S+) ", run(["ldd", exe], env=clean).stdout, re.M)
+    m = re.search(r"^\s*librocmmem\.so\.\d+ => (\S+) ", run(["ldd", exe], env=clean).stdout,
+                  re.M)
     return os.path.realpath(m.group(1)) if m else None
 
 
@@ -67,6 +69,8 @@ class Installed(unittest.TestCase):
         cls.build = env("ROCMMEM_BUILD_DIR")
         cls.source = env("ROCMMEM_SOURCE_DIR")
         cls.version = env("ROCMMEM_VERSION")
+        cls.lib_version = env("ROCMMEM_LIBRARY_VERSION")
+        cls.soname = "librocmmem.so." + cls.lib_version.split(".")[0]
         cls.cmake = env("CMAKE")
         cls.dirs = {k[len("ROCMMEM_DIR_"):]: v for k, v in os.environ.items()
                     if k.startswith("ROCMMEM_DIR_")}
@@ -148,11 +152,13 @@ class Installed(unittest.TestCase):
         r = run([exe, sock], env=clean)
         self.assertIn("leased and wrote 4194304 bytes", r.stdout)
         self.assertIn(f"daemon {self.version}, backend host", r.stdout)
+        self.assertIn(f"librocmmem {self.lib_version}, built against {self.lib_version}",
+                      r.stdout)
         loaded = loaded_librocmmem(exe)
         if lib_dir is None:  # linked statically: no librocmmem at run time
             self.assertIsNone(loaded)
         else:
-            self.assertEqual(loaded, os.path.realpath(os.path.join(lib_dir, "librocmmem.so.0")))
+            self.assertEqual(loaded, os.path.realpath(os.path.join(lib_dir, self.soname)))
 
     # ---------------------------------------------------------------------------------------
     # What is installed where
@@ -163,8 +169,8 @@ class Installed(unittest.TestCase):
             self.path("SBINDIR", "rocmmemd"),
             self.path("BINDIR", "rocmmemctl"),
             self.path("BINDIR", "rocmmem-exporter"),
-            self.path("LIBDIR", f"librocmmem.so.{self.version}"),
-            self.path("LIBDIR", "librocmmem.so.0"),
+            self.path("LIBDIR", f"librocmmem.so.{self.lib_version}"),
+            self.path("LIBDIR", self.soname),
             self.path("LIBDIR", "librocmmem.so"),
             self.path("LIBDIR", "librocmmem.a"),
             self.path("LIBDIR", "librocmmem_torch.so"),
@@ -213,19 +219,21 @@ class Installed(unittest.TestCase):
                              "temporary prefix would write outside it")
 
     def test_library_soname(self):
-        """librocmmem.so -> .so.0 -> .so.VERSION, SONAME librocmmem.so.0; the CLI finds it."""
+        """librocmmem.so -> .so.1 -> .so.1.0.0 (the header's version), SONAME librocmmem.so.1;
+        the CLI finds it."""
         lib = self.path("LIBDIR")
-        self.assertEqual(os.readlink(os.path.join(lib, "librocmmem.so")), "librocmmem.so.0")
-        self.assertEqual(os.readlink(os.path.join(lib, "librocmmem.so.0")),
-                         f"librocmmem.so.{self.version}")
-        self.assertIn("Library soname: [librocmmem.so.0]",
-                      readelf_dynamic(os.path.join(lib, f"librocmmem.so.{self.version}")))
+        self.assertEqual(self.soname, "librocmmem.so.1")
+        self.assertEqual(os.readlink(os.path.join(lib, "librocmmem.so")), self.soname)
+        self.assertEqual(os.readlink(os.path.join(lib, self.soname)),
+                         f"librocmmem.so.{self.lib_version}")
+        self.assertIn(f"Library soname: [{self.soname}]",
+                      readelf_dynamic(os.path.join(lib, f"librocmmem.so.{self.lib_version}")))
         # The installed rocmmemctl runs from the prefix with the prefix's library.
         ctl = self.path("BINDIR", "rocmmemctl")
         clean = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
         self.assertIn(self.version, run([ctl, "--version"], env=clean).stdout)
         self.assertEqual(loaded_librocmmem(ctl),
-                         os.path.realpath(os.path.join(lib, f"librocmmem.so.{self.version}")))
+                         os.path.realpath(os.path.join(lib, f"librocmmem.so.{self.lib_version}")))
         self.assertIn(self.version, run([self.path("SBINDIR", "rocmmemd"), "--version"]).stdout)
 
     def test_paths_in_installed_files(self):
@@ -466,6 +474,9 @@ class Installed(unittest.TestCase):
         libdir = run(["pkg-config", "--variable=libdir", "rocmmem"], env=pc_env).stdout.strip()
         self.assertEqual(os.path.realpath(libdir), os.path.realpath(self.path("LIBDIR")))
         self.assertIn("-lrocmmem", libs)
+        # The library's version, not the project's: what --atleast-version compares.
+        self.assertEqual(run(["pkg-config", "--modversion", "rocmmem"], env=pc_env).stdout.strip(),
+                         self.lib_version)
         # Directories named from ${prefix}, the library's static needs by their own .pc.
         with open(self.path("LIBDIR", "pkgconfig", "rocmmem.pc")) as f:
             pc = f.read()

@@ -176,8 +176,8 @@ static enum rocmmem_model_state model_state_of(uint64_t model)
  */
 static void *requester_thread(void *arg)
 {
-	struct rocmmem_lease_request req = {.size = (uint64_t)(uintptr_t)arg,
-					    .timeout_ms = WAIT_MS};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = (uint64_t)(uintptr_t)arg, .timeout_ms = WAIT_MS};
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	int err = rocmmem_connect(daemon_.sock, "f4-requester", 5000, &c);

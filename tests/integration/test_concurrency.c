@@ -46,7 +46,7 @@ static int churn(void *arg, int in, int out)
 	if (rocmmem_connect(d->sock, "churn", 5000, &c))
 		return 40;
 	for (int i = 0; i < ROUNDS; i++) {
-		struct rocmmem_lease_request req = {.timeout_ms = -1};
+		struct rocmmem_lease_request req = {.struct_size = sizeof(req), .timeout_ms = -1};
 		rocmmem_lease *l = NULL;
 		unsigned char *p;
 		int err;

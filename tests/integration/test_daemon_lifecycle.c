@@ -42,7 +42,7 @@ static void test_shutdown_tells_clients(void **state)
 {
 	/* The client holds a lease and reads nothing: the daemon drains it for 0.5 s. */
 	static const char *const args[] = {"--budget", "64M", "--shutdown-timeout", "0.5", NULL};
-	struct rocmmem_lease_request req = {.size = 8 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 8 * MiB};
 	struct events_seen seen = {0};
 	struct daemon_proc d;
 	rocmmem_client *c;
@@ -125,7 +125,8 @@ static void test_large_status_is_streamed(void **state)
 	static const char *const args[] = {"--budget", "8G", NULL};
 	enum { N = 1500 };
 	static rocmmem_lease *leases[N];
-	struct rocmmem_lease_request req = {.size = 2 * MiB, .flags = ROCMMEM_LEASE_NOMAP};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MiB, .flags = ROCMMEM_LEASE_NOMAP};
 	struct rlimit rl;
 	struct daemon_proc d;
 	rocmmem_client *c;
@@ -170,7 +171,7 @@ static void test_large_status_is_streamed(void **state)
 static void test_fd_count_returns_to_baseline(void **state)
 {
 	static const char *const args[] = {"--budget", "64M", NULL};
-	struct rocmmem_lease_request req = {.size = 2 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
 	rocmmem_client *clients[20];
 	rocmmem_status *st = NULL;
 	struct daemon_proc d;

@@ -118,7 +118,7 @@ static int host_main(void *arg, int in, int out)
 		if (op == OP_QUIT)
 			break;
 		if (op == OP_LEASE) {
-			struct rocmmem_lease_request req = {0};
+			struct rocmmem_lease_request req = {.struct_size = sizeof(req)};
 			rocmmem_lease *l = NULL;
 			int err;
 
@@ -129,7 +129,8 @@ static int host_main(void *arg, int in, int out)
 			err = rocmmem_lease_acquire(c, &req, &l);
 			pipe_put(out, err ? err : (int64_t)rocmmem_lease_id(l));
 		} else if (op == OP_MODEL) {
-			struct rocmmem_model_desc desc = {.name = name};
+			struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+							  .name = name};
 			uint64_t id = 0;
 			int err;
 
@@ -283,7 +284,8 @@ static void wait_waiters(uint32_t n)
 
 static int lease(rocmmem_client *c, uint64_t size, int64_t timeout_ms, char *why, size_t len)
 {
-	struct rocmmem_lease_request req = {.size = size, .timeout_ms = timeout_ms};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .timeout_ms = timeout_ms};
 	rocmmem_lease *l = NULL;
 	int err = rocmmem_lease_acquire(c, &req, &l);
 
@@ -328,7 +330,7 @@ static void test_at_once_names_every_holder(void **state)
 
 	/* What the requester holds itself is told apart from the others. */
 	{
-		struct rocmmem_lease_request req = {.size = 8 * MiB};
+		struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 8 * MiB};
 		rocmmem_lease *mine = NULL;
 
 		assert_int_equal(rocmmem_lease_acquire(c, &req, &mine), 0);
@@ -451,7 +453,8 @@ static void test_models_in_use_by_another(void **state)
 static uint64_t reg(rocmmem_client *c, const char *name, enum rocmmem_model_class cls,
 		    uint64_t size)
 {
-	struct rocmmem_model_desc desc = {.name = name, .model_class = cls, .size = size};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = name, .model_class = cls, .size = size};
 	uint64_t id = 0;
 
 	assert_int_equal(rocmmem_model_register(c, &desc, &id), 0);

@@ -28,11 +28,23 @@
 #include "wire.h"
 
 #define MiB ((uint64_t)1 << 20)
-/* The library's cap on undelivered telemetry events (client/lib/client.c). */
+/* The library's cap on undelivered telemetry events (client/lib/conn/deliver.c). */
 #define TELEMETRY_CAP 1024
 #define MAX_PIDS 8
 
 static struct daemon_proc daemon_;
+
+/* subscribe is rocmmem_subscribe returning the interval in effect (>= 0) or the error. */
+static int subscribe(rocmmem_client *c, unsigned what, uint32_t interval_ms)
+{
+	uint32_t got = UINT32_MAX;
+	int err = rocmmem_subscribe(c, what, interval_ms, &got);
+
+	if (err)
+		return err;
+	assert_true(got <= ROCMMEM_SAMPLE_INTERVAL_MAX_MS);
+	return (int)got;
+}
 
 static int setup(void **state)
 {
@@ -229,7 +241,8 @@ struct churn {
 static int churn_child(void *arg, int in, int out)
 {
 	const struct churn *ch = arg;
-	struct rocmmem_lease_request req = {.size = ch->size, .timeout_ms = 0, .tag = "churn"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = ch->size, .timeout_ms = 0, .tag = "churn"};
 	int64_t grants = 0, denials = 0, releases = 0, go;
 	rocmmem_client *c;
 
@@ -263,7 +276,8 @@ static int churn_child(void *arg, int in, int out)
 /* holder_child holds a lease of size (arg) until told to go, then exits. */
 static int holder_child(void *arg, int in, int out)
 {
-	struct rocmmem_lease_request req = {.size = *(const uint64_t *)arg, .timeout_ms = 5000};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = *(const uint64_t *)arg, .timeout_ms = 5000};
 	rocmmem_client *c;
 	rocmmem_lease *l;
 	int64_t v;
@@ -281,7 +295,8 @@ static int holder_child(void *arg, int in, int out)
 /* waiter_child asks for size (arg) waiting up to 20 s and reports the result. */
 static int waiter_child(void *arg, int in, int out)
 {
-	struct rocmmem_lease_request req = {.size = *(const uint64_t *)arg, .timeout_ms = 20000};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = *(const uint64_t *)arg, .timeout_ms = 20000};
 	rocmmem_client *c;
 	rocmmem_lease *l;
 	int64_t v;
@@ -317,24 +332,23 @@ static void test_subscribe_arguments(void **state)
 
 	(void)state;
 	rocmmem_set_event_callback(c, on_event, &s);
-	assert_int_equal(rocmmem_subscribe(NULL, ROCMMEM_SUBSCRIBE_EVENTS, 0), -EINVAL);
-	assert_int_equal(rocmmem_subscribe(c, 0, 100), -EINVAL);
-	assert_int_equal(rocmmem_subscribe(c, 0x4, 100), -EINVAL);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS | 0x80, 100), -EINVAL);
+	assert_int_equal(subscribe(NULL, ROCMMEM_SUBSCRIBE_EVENTS, 0), -EINVAL);
+	assert_int_equal(subscribe(c, 0, 100), -EINVAL);
+	assert_int_equal(subscribe(c, 0x4, 100), -EINVAL);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS | 0x80, 100), -EINVAL);
 	for (size_t i = 0; i < sizeof(bad_intervals) / sizeof(bad_intervals[0]); i++) {
-		assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, bad_intervals[i]),
+		assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, bad_intervals[i]),
 				 -EINVAL);
 		assert_non_null(strstr(rocmmem_last_error(), "interval"));
-		assert_int_equal(
-		    rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
-				      bad_intervals[i]),
-		    -EINVAL);
+		assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
+					   bad_intervals[i]),
+				 -EINVAL);
 	}
 	/* Events alone take no interval, whatever is passed. */
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, UINT32_MAX), 0);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 60000), 60000);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 10), 10);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, UINT32_MAX), 0);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 60000), 60000);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 10), 10);
 	assert_true(pump_until(c, &s.samples, 3, 5000));
 	assert_int_equal(s.last_interval, 10);
 	assert_int_equal(rocmmem_unsubscribe(c), 0);
@@ -365,8 +379,7 @@ static void test_samples_and_events_while_churning(void **state)
 	rocmmem_set_event_callback(c, on_event, &s);
 	start = harness_now_ms();
 	assert_int_equal(
-	    rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, INTERVAL),
-	    INTERVAL);
+	    subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, INTERVAL), INTERVAL);
 	assert_true(pump_until(c, &s.samples, 1, 5000)); /* the baseline */
 	for (int i = 0; i < CHILDREN; i++) {
 		assert_int_equal(child_start(&ch[i], churn_child, &churn), 0);
@@ -486,7 +499,8 @@ static void on_sample_view(rocmmem_client *c, const struct rocmmem_event *ev, vo
 static void test_sample_is_a_status(void **state)
 {
 	static const uint64_t held = 6 * MiB;
-	struct rocmmem_model_desc desc = {.name = "sampled", .size = 4 * MiB};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = "sampled", .size = 4 * MiB};
 	rocmmem_client *c = harness_connect(&daemon_, "viewer");
 	struct sample_view v = {0};
 	struct child holder;
@@ -499,7 +513,7 @@ static void test_sample_is_a_status(void **state)
 	assert_int_equal(rocmmem_model_register(c, &desc, &model_id), 0);
 	assert_int_equal(rocmmem_model_acquire(c, model_id, 0), 0);
 	rocmmem_set_event_callback(c, on_sample_view, &v);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 20), 20);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 20), 20);
 	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (!v.seen && harness_now_ms() < end)
 		pump(c, 20);
@@ -565,10 +579,13 @@ static void on_event_log(rocmmem_client *c, const struct rocmmem_event *ev, void
 /* fields_child: a lease, a refusal, a model made resident, then away. Reports the ids. */
 static int fields_child(void *arg, int in, int out)
 {
-	struct rocmmem_lease_request req = {.size = 4 * MiB, .tag = "fields"};
-	struct rocmmem_lease_request big = {.size = 128 * MiB};
-	struct rocmmem_model_desc desc = {
-	    .name = "vae-x", .model_class = ROCMMEM_MODEL_VAE, .size = 8 * MiB};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 4 * MiB, .tag = "fields"};
+	struct rocmmem_lease_request big = {.struct_size = sizeof(big), .size = 128 * MiB};
+	struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+					  .name = "vae-x",
+					  .model_class = ROCMMEM_MODEL_VAE,
+					  .size = 8 * MiB};
 	rocmmem_client *c;
 	rocmmem_lease *l, *none;
 	uint64_t model_id;
@@ -609,7 +626,7 @@ static void test_event_fields(void **state)
 
 	(void)state;
 	rocmmem_set_event_callback(c, on_event_log, &log);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
 	assert_int_equal(child_start(&ch, fields_child, NULL), 0);
 	log.pid = ch.pid;
 	pipe_put(ch.to_child, 1);
@@ -670,7 +687,8 @@ static void test_event_fields(void **state)
 static void test_delivery_inside_waiting_call(void **state)
 {
 	static const uint64_t all = 64 * MiB;
-	struct rocmmem_lease_request req = {.size = 4 * MiB, .timeout_ms = 500};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 4 * MiB, .timeout_ms = 500};
 	rocmmem_client *c = harness_connect(&daemon_, "waiting");
 	struct seen s = {0};
 	struct child holder;
@@ -680,7 +698,7 @@ static void test_delivery_inside_waiting_call(void **state)
 	assert_int_equal(child_start(&holder, holder_child, (void *)&all), 0);
 	child_value(NULL, &holder);
 	rocmmem_set_event_callback(c, on_event, &s);
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 20), 20);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 20), 20);
 	/* The first sample follows the reply at once: this wait of 500 ms must deliver it. */
 	s.inside = true;
 	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), -ETIMEDOUT);
@@ -694,7 +712,7 @@ static void test_delivery_inside_waiting_call(void **state)
 /* Unsubscribing stops everything, including what was received and not yet delivered. */
 static void test_unsubscribe_stops(void **state)
 {
-	struct rocmmem_lease_request req = {.size = 2 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
 	rocmmem_client *c = harness_connect(&daemon_, "quitter");
 	rocmmem_client *other = harness_connect(&daemon_, "busy");
 	struct seen s = {0};
@@ -702,8 +720,8 @@ static void test_unsubscribe_stops(void **state)
 
 	(void)state;
 	rocmmem_set_event_callback(c, on_event, &s);
-	assert_int_equal(
-	    rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10), 10);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10),
+			 10);
 	assert_true(pump_until(c, &s.samples, 3, 5000));
 	/* Let samples and events pile up unread, then unsubscribe. */
 	assert_int_equal(rocmmem_lease_acquire(other, &req, &l), 0);
@@ -717,7 +735,7 @@ static void test_unsubscribe_stops(void **state)
 	assert_int_equal(s.samples, 0);
 	assert_int_equal(s.telemetry, 0);
 	/* Events alone, again: events but no samples. */
-	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), 0);
 	assert_int_equal(rocmmem_lease_acquire(other, &req, &l), 0);
 	assert_int_equal(rocmmem_lease_release(l), 0);
 	assert_true(pump_until(c, &s.by_type[ROCMMEM_TELEMETRY_LEASE_RELEASED], 1, 5000));
@@ -755,8 +773,8 @@ static void test_never_dispatching_stays_bounded(void **state)
 
 	(void)state;
 	rocmmem_set_event_callback(c, on_event, &s);
-	assert_int_equal(
-	    rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10), 10);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10),
+			 10);
 	/* Whatever earlier tests' connections still had to say is said by now. */
 	pump(c, 300);
 	memset(&s, 0, sizeof(s));
@@ -806,7 +824,8 @@ static void test_control_events_survive_a_flood(void **state)
 {
 	static struct churn churn = {"flood", 2000, 2 * MiB};
 	static const uint64_t want = 32 * MiB;
-	struct rocmmem_model_desc desc = {.name = "big", .size = 48 * MiB};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = "big", .size = 48 * MiB};
 	rocmmem_client *c = harness_connect(&daemon_, "owner");
 	struct seen s = {.ack = true, .ack_result = 1};
 	struct child flood, waiter;
@@ -818,8 +837,8 @@ static void test_control_events_survive_a_flood(void **state)
 	assert_int_equal(rocmmem_model_acquire(c, model_id, 0), 0);
 	assert_int_equal(rocmmem_model_release(c, model_id), 0);
 	rocmmem_set_event_callback(c, on_event, &s);
-	assert_int_equal(
-	    rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10), 10);
+	assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10),
+			 10);
 	assert_int_equal(child_start(&flood, churn_child, &churn), 0);
 	child_value(NULL, &flood);
 	pipe_put(flood.to_child, 1);
@@ -866,8 +885,7 @@ static void test_daemon_dies_mid_stream(void **state)
 		c = harness_connect(&d2, "orphan");
 		rocmmem_set_event_callback(c, on_event, &s);
 		assert_int_equal(
-		    rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10),
-		    10);
+		    subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 10), 10);
 		assert_true(pump_until(c, &s.samples, 3, 5000));
 		sleep_ms(100); /* unread samples pile up */
 		if (round == 0) {
@@ -887,7 +905,7 @@ static void test_daemon_dies_mid_stream(void **state)
 		if (round == 0)
 			assert_int_equal(s.shutdowns, 1);
 		assert_int_equal(rocmmem_dispatch(c), -ECONNRESET);
-		assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), -ECONNRESET);
+		assert_int_equal(subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0), -ECONNRESET);
 		assert_true(rocmmem_unsubscribe(c) < 0);
 		rocmmem_disconnect(c);
 		harness_daemon_stop(&d2);

@@ -147,7 +147,8 @@ static void test_events_follow_activity(void **state)
 {
 	int fd = greeted("listener");
 	Rocmmem__Wire__ServerMessage *m = subscribe(fd, 2, false, true, false, 0);
-	struct rocmmem_lease_request req = {.size = 4 * MiB, .timeout_ms = 0, .tag = "feed"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 4 * MiB, .timeout_ms = 0, .tag = "feed"};
 	Rocmmem__Wire__TelemetryEventType want[] = {
 	    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_CONNECTED,
 	    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_GRANTED,
@@ -155,7 +156,8 @@ static void test_events_follow_activity(void **state)
 	    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_LEASE_RELEASED,
 	    ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_CLIENT_DISCONNECTED,
 	};
-	struct rocmmem_lease_request big = {.size = 128 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request big = {
+	    .struct_size = sizeof(big), .size = 128 * MiB, .timeout_ms = 0};
 	rocmmem_client *c;
 	rocmmem_lease *l, *none = NULL;
 	uint64_t lease_id;
@@ -213,7 +215,8 @@ static void test_counters_in_samples(void **state)
 	int fd = greeted("counter");
 	Rocmmem__Wire__ServerMessage *m = subscribe(fd, 2, true, false, true, 20);
 	Rocmmem__Wire__Counters before, *k;
-	struct rocmmem_lease_request req = {.size = 2 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MiB, .timeout_ms = 0};
 	rocmmem_client *c;
 	rocmmem_lease *l;
 	long end;

@@ -285,8 +285,10 @@ static int residency_step(struct host *h, const struct step *s)
 /* plain_load loads a model the way hosts do today: it fits now, or the step fails. */
 static int plain_load(struct host *h, unsigned m)
 {
-	struct rocmmem_lease_request req = {
-	    .size = h->spec->models[m].size, .timeout_ms = 0, .tag = h->spec->models[m].name};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .size = h->spec->models[m].size,
+					    .timeout_ms = 0,
+					    .tag = h->spec->models[m].name};
 
 	if (h->leases[m])
 		return 0;
@@ -370,7 +372,8 @@ static int host_main(void *arg, int in, int out)
 		rocmmem_set_event_callback(h.c, host_event, &h);
 		for (unsigned i = 0; i < h.spec->nmodels; i++) {
 			const struct model_spec *ms = &h.spec->models[i];
-			struct rocmmem_model_desc desc = {.name = ms->name,
+			struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+							  .name = ms->name,
 							  .model_class = ms->model_class,
 							  .size = ms->size,
 							  .priority = ms->priority};
@@ -1063,7 +1066,8 @@ static void ack_everything(rocmmem_client *c, const struct rocmmem_event *ev, vo
  */
 static int other_host(void *arg, int in, int out)
 {
-	struct rocmmem_model_desc desc = {.name = "other", .size = 128 * MiB};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = "other", .size = 128 * MiB};
 	rocmmem_client *c = NULL;
 	uint64_t id = 0;
 	long end;
@@ -1125,7 +1129,8 @@ static int model_state_of(rocmmem_client *mon, uint64_t id, uint64_t *reservatio
  */
 static void test_acquire_while_being_evicted_reserves_again(void **state)
 {
-	struct rocmmem_model_desc desc = {.name = "big", .size = 256 * MiB};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = "big", .size = 256 * MiB};
 	rocmmem_client *host, *mon;
 	struct child other;
 	uint64_t id = 0, reservation = 0;
@@ -1186,12 +1191,18 @@ static void test_exclusive_groups_stay_apart(void **state)
 					   "--exclusive", "transformer,vae",
 					   "--exclusive", "text_encoder,image_encoder",
 					   NULL};
-	struct rocmmem_model_desc transformer = {
-	    .name = "transformer", .model_class = ROCMMEM_MODEL_TRANSFORMER, .size = 64 * MiB};
-	struct rocmmem_model_desc encoder = {
-	    .name = "text_encoder", .model_class = ROCMMEM_MODEL_TEXT_ENCODER, .size = 32 * MiB};
-	struct rocmmem_model_desc image = {
-	    .name = "image_encoder", .model_class = ROCMMEM_MODEL_IMAGE_ENCODER, .size = 16 * MiB};
+	struct rocmmem_model_desc transformer = {.struct_size = sizeof(transformer),
+						 .name = "transformer",
+						 .model_class = ROCMMEM_MODEL_TRANSFORMER,
+						 .size = 64 * MiB};
+	struct rocmmem_model_desc encoder = {.struct_size = sizeof(encoder),
+					     .name = "text_encoder",
+					     .model_class = ROCMMEM_MODEL_TEXT_ENCODER,
+					     .size = 32 * MiB};
+	struct rocmmem_model_desc image = {.struct_size = sizeof(image),
+					   .name = "image_encoder",
+					   .model_class = ROCMMEM_MODEL_IMAGE_ENCODER,
+					   .size = 16 * MiB};
 	struct daemon_proc other;
 	rocmmem_client *c;
 	uint64_t t = 0, e = 0, i = 0;

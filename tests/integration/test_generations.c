@@ -172,8 +172,11 @@ enum { REPORT_READY = 1, REPORT_DONE };
  */
 static int64_t reacquire(uint8_t seed)
 {
-	struct rocmmem_lease_request req = {
-	    .size = LEASE_BYTES, .timeout_ms = WAIT_MS, .model_id = o.model, .tag = "weights"};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req),
+					    .size = LEASE_BYTES,
+					    .timeout_ms = WAIT_MS,
+					    .model_id = o.model,
+					    .tag = "weights"};
 	rocmmem_lease *l = NULL, *old;
 	uint64_t gen;
 	int rc = rocmmem_model_acquire(o.c, o.model, WAIT_MS);
@@ -208,7 +211,8 @@ static int64_t reacquire(uint8_t seed)
 
 static int owner_main(void *arg, int in, int out)
 {
-	struct rocmmem_model_desc desc = {.name = "replayed", .size = MODEL_BYTES};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = "replayed", .size = MODEL_BYTES};
 	pthread_t t;
 	int64_t cmd, a;
 	uint8_t seed = 1;
@@ -275,7 +279,8 @@ static void expect(const struct child *ch, int64_t want)
 /* take_room asks for what only the model's eviction frees, and gives it straight back. */
 static void take_room(rocmmem_client *req)
 {
-	struct rocmmem_lease_request r = {.size = 24 * MiB, .timeout_ms = WAIT_MS, .tag = "needs"};
+	struct rocmmem_lease_request r = {
+	    .struct_size = sizeof(r), .size = 24 * MiB, .timeout_ms = WAIT_MS, .tag = "needs"};
 	rocmmem_lease *l = NULL;
 
 	if (rocmmem_lease_acquire(req, &r, &l) != 0)

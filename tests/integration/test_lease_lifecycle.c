@@ -44,7 +44,8 @@ static int after_each(void **state)
 
 static rocmmem_lease *acquire(rocmmem_client *c, uint64_t size, int64_t timeout_ms, const char *tag)
 {
-	struct rocmmem_lease_request req = {.size = size, .timeout_ms = timeout_ms, .tag = tag};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .timeout_ms = timeout_ms, .tag = tag};
 	rocmmem_lease *l = NULL;
 	int err = rocmmem_lease_acquire(c, &req, &l);
 
@@ -59,7 +60,8 @@ static int write_and_verify(void *arg, int in, int out)
 {
 	const struct daemon_proc *d = arg;
 	rocmmem_client *c = NULL;
-	struct rocmmem_lease_request req = {.size = 8 * MiB, .tag = "pattern"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 8 * MiB, .tag = "pattern"};
 	rocmmem_lease *l = NULL;
 	uint64_t *p;
 	size_t n;
@@ -221,7 +223,8 @@ static void test_refusal_explains(void **state)
 	rocmmem_client *holder = harness_connect(&daemon_, "big-holder");
 	rocmmem_client *asker = harness_connect(&daemon_, "asker");
 	rocmmem_lease *l = acquire(holder, 48 * MiB, 0, NULL);
-	struct rocmmem_lease_request req = {.size = 32 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 32 * MiB, .timeout_ms = 0};
 	rocmmem_lease *denied = NULL;
 	char pid[32];
 
@@ -255,7 +258,8 @@ static void test_refusal_explains(void **state)
 static void test_nomap_and_accessors(void **state)
 {
 	rocmmem_client *c = harness_connect(&daemon_, "nomap");
-	struct rocmmem_lease_request req = {.size = 2 * MiB, .flags = ROCMMEM_LEASE_NOMAP};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MiB, .flags = ROCMMEM_LEASE_NOMAP};
 	rocmmem_lease *l = NULL;
 
 	(void)state;

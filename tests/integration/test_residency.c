@@ -71,8 +71,11 @@ static void host_event(rocmmem_client *c, const struct rocmmem_event *ev, void *
 static uint64_t reg(rocmmem_client *c, const char *name, enum rocmmem_model_class cls,
 		    uint64_t size, int32_t priority)
 {
-	struct rocmmem_model_desc desc = {
-	    .name = name, .model_class = cls, .size = size, .priority = priority};
+	struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+					  .name = name,
+					  .model_class = cls,
+					  .size = size,
+					  .priority = priority};
 	uint64_t id = 0;
 
 	assert_int_equal(rocmmem_model_register(c, &desc, &id), 0);

@@ -173,6 +173,7 @@ static void run(const struct cmd *k, int64_t *rc, int64_t *val)
 	switch (k->op) {
 	case CMD_REGISTER: {
 		struct rocmmem_model_desc d = {
+		    .struct_size = sizeof(d),
 		    .name = (const char *)(intptr_t)k->a,
 		    .model_class = (enum rocmmem_model_class)k->b,
 		    .size = (uint64_t)k->c,
@@ -202,6 +203,7 @@ static void run(const struct cmd *k, int64_t *rc, int64_t *val)
 		break;
 	case CMD_LEASE: {
 		struct rocmmem_lease_request r = {
+		    .struct_size = sizeof(r),
 		    .size = (uint64_t)k->a,
 		    .model_id = (uint64_t)k->b,
 		    .timeout_ms = k->c,

@@ -95,7 +95,8 @@ static long pump_until(rocmmem_client *c, enum rocmmem_connection_state state, l
 
 static rocmmem_lease *lease(rocmmem_client *c, uint64_t size, const char *tag, uint64_t model)
 {
-	struct rocmmem_lease_request req = {.size = size, .tag = tag, .model_id = model};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .tag = tag, .model_id = model};
 	rocmmem_lease *l = NULL;
 	int err = rocmmem_lease_acquire(c, &req, &l);
 
@@ -155,10 +156,15 @@ static rocmmem_status *status(const struct daemon_proc *d)
 static void test_leases_and_models_survive_sigkill(void **state)
 {
 	static const char *const args[] = {"--budget", "256M", NULL};
-	struct rocmmem_model_desc vae = {
-	    .name = "vae", .model_class = ROCMMEM_MODEL_VAE, .size = 32 * MiB, .priority = 3};
-	struct rocmmem_model_desc te = {
-	    .name = "te", .model_class = ROCMMEM_MODEL_TEXT_ENCODER, .pinned = 1};
+	struct rocmmem_model_desc vae = {.struct_size = sizeof(vae),
+					 .name = "vae",
+					 .model_class = ROCMMEM_MODEL_VAE,
+					 .size = 32 * MiB,
+					 .priority = 3};
+	struct rocmmem_model_desc te = {.struct_size = sizeof(te),
+					.name = "te",
+					.model_class = ROCMMEM_MODEL_TEXT_ENCODER,
+					.pinned = 1};
 	const struct rocmmem_lease_info *li;
 	const struct rocmmem_model_info *mi;
 	struct seen seen = {0};
@@ -273,8 +279,9 @@ static void *restart_later(void *arg)
 static void test_calls_wait_for_the_daemon(void **state)
 {
 	static const char *const args[] = {"--budget", "256M", NULL};
-	struct rocmmem_lease_request now = {.size = 2 * MiB};
-	struct rocmmem_lease_request patient = {.size = 4 * MiB, .timeout_ms = 10000};
+	struct rocmmem_lease_request now = {.struct_size = sizeof(now), .size = 2 * MiB};
+	struct rocmmem_lease_request patient = {
+	    .struct_size = sizeof(patient), .size = 4 * MiB, .timeout_ms = 10000};
 	struct restarter r;
 	struct daemon_proc d;
 	rocmmem_lease *held, *later = NULL;
@@ -527,7 +534,7 @@ static void test_forged_redeclarations_are_refused(void **state)
 static int holder(void *arg, int in, int out)
 {
 	const struct daemon_proc *d = arg;
-	struct rocmmem_lease_request req = {.size = 16 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 16 * MiB};
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	int64_t cmd;
@@ -542,7 +549,7 @@ static int holder(void *arg, int in, int out)
 static void test_dead_holder_is_forgotten_after_grace(void **state)
 {
 	static const char *const args[] = {"--budget", "32M", "--restart-grace", "1", NULL};
-	struct rocmmem_lease_request big = {.size = 24 * MiB};
+	struct rocmmem_lease_request big = {.struct_size = sizeof(big), .size = 24 * MiB};
 	struct daemon_proc d;
 	struct child ch;
 	rocmmem_client *c;
@@ -574,8 +581,9 @@ static void test_dead_holder_is_forgotten_after_grace(void **state)
 static int reserver(void *arg, int in, int out)
 {
 	const struct daemon_proc *d = arg;
-	struct rocmmem_lease_request req = {.size = 16 * MiB};
-	struct rocmmem_model_desc desc = {.name = "kept-model", .size = 8 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 16 * MiB};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .name = "kept-model", .size = 8 * MiB};
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	uint64_t model;
@@ -588,7 +596,8 @@ static int reserver(void *arg, int in, int out)
 	pipe_put(out, (int64_t)rocmmem_lease_id(l));
 	/* No thread of the library's own: nothing is re-declared until this process calls. */
 	pipe_get(in, &cmd, 60000);
-	pipe_put(out, rocmmem_trim(c, -1, NULL)); /* finds the daemon gone, comes back with all */
+	pipe_put(out, rocmmem_trim(c, ROCMMEM_ALL_DEVICES,
+				   NULL)); /* finds the daemon gone, comes back with all */
 	pipe_get(in, &cmd, 60000);
 	return 0;
 }
@@ -601,7 +610,7 @@ static int reserver(void *arg, int in, int out)
 static void test_grace_period_lists_what_awaits(void **state)
 {
 	static const char *const args[] = {"--budget", "64M", "--restart-grace", "30", NULL};
-	struct rocmmem_lease_request big = {.size = 48 * MiB};
+	struct rocmmem_lease_request big = {.struct_size = sizeof(big), .size = 48 * MiB};
 	const struct rocmmem_awaiting_info *w;
 	const struct rocmmem_device_info *dev;
 	struct daemon_proc d;
@@ -664,7 +673,7 @@ static void test_smaller_budget_after_restart(void **state)
 {
 	static const char *const big[] = {"--budget", "64M", NULL};
 	static const char *const small[] = {"--budget", "32M", NULL};
-	struct rocmmem_lease_request more = {.size = 2 * MiB};
+	struct rocmmem_lease_request more = {.struct_size = sizeof(more), .size = 2 * MiB};
 	struct daemon_proc d;
 	rocmmem_lease *l, *extra = NULL;
 	rocmmem_client *c;
@@ -699,7 +708,7 @@ static void test_smaller_budget_after_restart(void **state)
 static void test_lost_state_file_refuses_leases(void **state)
 {
 	static const char *const args[] = {"--budget", "256M", NULL};
-	struct rocmmem_model_desc m = {.name = "unet", .size = 8 * MiB};
+	struct rocmmem_model_desc m = {.struct_size = sizeof(m), .name = "unet", .size = 8 * MiB};
 	struct seen seen = {0};
 	struct daemon_proc d;
 	char path[256];
@@ -742,8 +751,9 @@ static void test_lost_state_file_refuses_leases(void **state)
 static void test_model_ids_are_mapped(void **state)
 {
 	static const char *const args[] = {"--budget", "64M", NULL};
-	struct rocmmem_model_desc mine = {.name = "mine", .size = 4 * MiB};
-	struct rocmmem_model_desc theirs = {.name = "theirs"};
+	struct rocmmem_model_desc mine = {
+	    .struct_size = sizeof(mine), .name = "mine", .size = 4 * MiB};
+	struct rocmmem_model_desc theirs = {.struct_size = sizeof(theirs), .name = "theirs"};
 	const struct rocmmem_model_info *mi;
 	struct daemon_proc d;
 	rocmmem_client *a, *b;
@@ -845,7 +855,7 @@ static void test_drain_deadline_revokes(void **state)
 	uint64_t model;
 	const uint8_t *p;
 	bool zero = true;
-	struct rocmmem_model_desc desc = {.name = "kept", .size = 0};
+	struct rocmmem_model_desc desc = {.struct_size = sizeof(desc), .name = "kept", .size = 0};
 
 	(void)state;
 	assert_int_equal(harness_daemon_start(&d, args), 0);
@@ -879,7 +889,7 @@ static void test_drain_deadline_revokes(void **state)
 static void test_reconnection_can_be_turned_off(void **state)
 {
 	static const char *const args[] = {"--budget", "64M", NULL};
-	struct rocmmem_connect_options o = {.size = sizeof(o),
+	struct rocmmem_connect_options o = {.struct_size = sizeof(o),
 					    .name = "strict",
 					    .timeout_ms = 5000,
 					    .flags = ROCMMEM_CONNECT_NO_RECONNECT};
@@ -916,8 +926,10 @@ static void test_reconnection_can_be_turned_off(void **state)
 static void test_window_ends(void **state)
 {
 	static const char *const args[] = {"--budget", "64M", NULL};
-	struct rocmmem_connect_options o = {
-	    .size = sizeof(o), .name = "brief", .timeout_ms = 5000, .reconnect_window_ms = 300};
+	struct rocmmem_connect_options o = {.struct_size = sizeof(o),
+					    .name = "brief",
+					    .timeout_ms = 5000,
+					    .reconnect_window_ms = 300};
 	struct daemon_proc d;
 	rocmmem_client *c;
 	rocmmem_lease *l;

@@ -44,7 +44,7 @@ static int after_each(void **state)
 static int asker(void *arg, int in, int out)
 {
 	const struct daemon_proc *d = arg;
-	struct rocmmem_lease_request req = {0};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req)};
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	int64_t size, timeout, go;
@@ -93,7 +93,7 @@ static void wait_waiters(uint32_t n)
 static void test_granted_when_another_releases(void **state)
 {
 	rocmmem_client *holder = harness_connect(&daemon_, "holder");
-	struct rocmmem_lease_request req = {.size = 48 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
 	rocmmem_lease *held = NULL;
 	struct child ch;
 	int64_t id, waited;
@@ -117,7 +117,7 @@ static void test_granted_when_another_releases(void **state)
 static void test_timeout_honoured(void **state)
 {
 	rocmmem_client *holder = harness_connect(&daemon_, "holder");
-	struct rocmmem_lease_request req = {.size = 48 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
 	rocmmem_lease *held = NULL, *got = NULL;
 	long start, elapsed;
 
@@ -142,7 +142,7 @@ static void test_timeout_honoured(void **state)
 static void test_fifo_order(void **state)
 {
 	rocmmem_client *holder = harness_connect(&daemon_, "holder");
-	struct rocmmem_lease_request req = {.size = 60 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 60 * MiB};
 	rocmmem_lease *held = NULL;
 	struct child big, small;
 	int64_t big_id, small_id, dummy;
@@ -173,7 +173,7 @@ static void test_fifo_order(void **state)
 static void test_dead_waiter_leaves_queue(void **state)
 {
 	rocmmem_client *holder = harness_connect(&daemon_, "holder");
-	struct rocmmem_lease_request req = {.size = 60 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 60 * MiB};
 	rocmmem_lease *held = NULL;
 	struct child dead, next;
 	int64_t id;
@@ -205,7 +205,7 @@ static int holder_proc(void *arg, int in, int out)
 	if (rocmmem_connect(d->sock, "victim", 5000, &c))
 		return 30;
 	for (int i = 0; i < 3; i++) {
-		struct rocmmem_lease_request req = {.size = 8 * MiB};
+		struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 8 * MiB};
 		rocmmem_lease *l = NULL;
 
 		if (rocmmem_lease_acquire(c, &req, &l))
@@ -247,7 +247,8 @@ struct shared_client {
 static void *waiting_thread(void *arg)
 {
 	struct shared_client *s = arg;
-	struct rocmmem_lease_request req = {.size = 40 * MiB, .timeout_ms = -1};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 40 * MiB, .timeout_ms = -1};
 	rocmmem_lease *l = NULL;
 
 	s->result = rocmmem_lease_acquire(s->client, &req, &l);
@@ -261,7 +262,7 @@ static void *waiting_thread(void *arg)
 static void test_threads_share_a_client(void **state)
 {
 	struct shared_client s = {0};
-	struct rocmmem_lease_request req = {.size = 40 * MiB};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 40 * MiB};
 	rocmmem_lease *l = NULL;
 	rocmmem_status *st = NULL;
 	pthread_t t;

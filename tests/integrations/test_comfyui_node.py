@@ -224,7 +224,7 @@ class Installed(IntegrationTestCase):
         self.start_daemon()
         target = self.install()
         out, r = self.child(ALONE, target, python=(integ.PYTHON, "-S"),
-                            ROCMMEM_LIBRARY=os.path.join(self.dir, "no-librocmmem.so.0"))
+                            ROCMMEM_LIBRARY=os.path.join(self.dir, "no-librocmmem.so.1"))
         self.assertRegex(out["text"], r"^rocmmemd not available: ")
 
 

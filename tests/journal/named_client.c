@@ -16,7 +16,7 @@
  */
 int main(int argc, char **argv)
 {
-	struct rocmmem_lease_request req = {0};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req)};
 	rocmmem_client *c = NULL;
 	rocmmem_lease *l = NULL;
 	uint64_t id;

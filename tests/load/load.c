@@ -174,7 +174,7 @@ static bool holds_nothing(const struct work *k)
 static void do_lease(struct work *k)
 {
 	unsigned slot = (unsigned)fault_below(&k->rng, 2);
-	struct rocmmem_lease_request req = {.tag = "load"};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .tag = "load"};
 	int64_t t0;
 	int err;
 
@@ -241,7 +241,7 @@ static void do_subscribe(struct work *k)
 		return;
 	}
 	rc = rocmmem_subscribe(k->c, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS,
-			       (uint32_t)(20 + fault_below(&k->rng, 181)));
+			       (uint32_t)(20 + fault_below(&k->rng, 181)), NULL);
 	if (rc < 0) {
 		unexpected(k, "subscribe", rc);
 		return;
@@ -255,7 +255,8 @@ static void do_model(struct work *k)
 	int err;
 
 	if (!k->model) {
-		struct rocmmem_model_desc desc = {.name = "load-model",
+		struct rocmmem_model_desc desc = {.struct_size = sizeof(desc),
+						  .name = "load-model",
 						  .model_class = ROCMMEM_MODEL_OTHER,
 						  .size = (2 + 2 * fault_below(&k->rng, 5)) * MIB,
 						  .priority = (int32_t)fault_below(&k->rng, 3)};

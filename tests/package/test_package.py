@@ -7,9 +7,11 @@ scratch directory; lintian must find nothing at its default level (no error, no 
 Then, as root on this machine, `apt-get install ./*.deb` installs them (their dependencies
 are the build's, already installed: nothing is downloaded): the users and the metrics
 directory are created, rocmmemd.socket and rocmmem-exporter.socket are enabled (the per-user
-units are not), the installed units pass `systemd-analyze verify` (and, where systemd is PID 1,
-`rocmmemctl status` is answered through the socket the package enabled, and the exporter
-through its own), and a program builds against librocmmem-dev through pkg-config without a
+units are not), the installed units pass `systemd-analyze verify`, the packaged daemon writes
+its metrics textfile and a real Prometheus scrapes the packaged exporter, each run as its
+installed unit says (tests/exporter's scenario on the packaged files; where systemd is PID 1,
+also `rocmmemctl status` through the socket the package enabled, and the exporter through
+its own), and a program builds against librocmmem-dev through pkg-config without a
 single -I or -L. `apt-get purge` then must leave none of the packages' files, no
 configuration, no state and no enablement behind (the system users stay, as Debian keeps
 them).
@@ -20,15 +22,39 @@ installed already or where /etc/rocmmemd or /var/lib/rocmmemd exist (a purge wou
 Environment (set by CMake): ROCMMEM_SOURCE_DIR, CC.
 """
 import glob
+import io
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
-PACKAGES = ("librocmmem0", "librocmmem-dev", "rocmmemd", "rocmmemctl", "rocmmem-exporter")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "exporter"))
+import test_service  # noqa: E402  (the services as their units run them, and Prometheus)
+
+PACKAGES = ("librocmmem1", "librocmmem-dev", "rocmmemd", "rocmmemctl", "rocmmem-exporter")
 TOOLS = ("dpkg-buildpackage", "lintian", "apt-get", "git")
+
+
+def packaged_service():
+    """tests/exporter's scenario on what the packages installed: their units in
+    /lib/systemd/system, their programs in /usr, their users and metrics directory. (A class
+    made here, not at module level, so that unittest does not run it outside the install.)"""
+
+    class PackagedService(test_service.Service):
+        @classmethod
+        def setUpClass(cls):
+            cls.tmp = tempfile.mkdtemp(prefix="rocmmem-packaged-")
+            os.chmod(cls.tmp, 0o755)  # the service users reach the socket
+            cls.units = "/lib/systemd/system"
+            cls.made_var = False  # the package's: its purge takes it
+
+        def test_exporter_without_daemon(self):
+            self.skipTest("covered by tests/exporter on the installed build tree")
+
+    return PackagedService
 
 
 def run(args, timeout=600, check=True, **kw):
@@ -109,8 +135,8 @@ class Package(unittest.TestCase):
 
     def test_split(self):
         """what goes where: the library and its plugin, -dev files, daemon and units."""
-        lib = self.contents("librocmmem0")
-        self.assertTrue(any(p.endswith("/librocmmem.so.0") for p in lib), lib)
+        lib = self.contents("librocmmem1")
+        self.assertTrue(any(p.endswith("/librocmmem.so.1") for p in lib), lib)
         self.assertTrue(any(p.endswith("/rocmmem/librocmmem_torch.so") for p in lib), lib)
         dev = self.contents("librocmmem-dev")
         for want in ("/usr/include/rocmmem.h", "/librocmmem.so", "/librocmmem.a",
@@ -188,6 +214,7 @@ class Package(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout)
             r = run(["curl", "-sf", "http://127.0.0.1:10437/metrics"], check=False, timeout=60)
             self.assertIn("rocmmemd_up 1", r.stdout)
+        self.scrape_packaged()
         # The programs run from /usr with the packaged library.
         for exe in ("/usr/sbin/rocmmemd", "/usr/bin/rocmmemctl", "/usr/bin/rocmmem-exporter"):
             self.assertIn("0.1.0", run([exe, "--version"]).stdout)
@@ -200,7 +227,19 @@ class Package(unittest.TestCase):
                               "consumer.c")
         run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Werror", source, "-o", exe,
              *run(["pkg-config", "--libs", "rocmmem"]).stdout.split()])
-        self.assertIn("librocmmem.so.0 => /", run(["ldd", exe]).stdout)
+        self.assertIn("librocmmem.so.1 => /", run(["ldd", exe]).stdout)
+
+    def scrape_packaged(self):
+        """The packaged daemon writes its textfile and the packaged exporter is scraped by a
+        real Prometheus, each run as its installed unit says (where systemd is not PID 1, the
+        way tests/exporter plays the service manager)."""
+        if not (test_service.ACTIVATE and test_service.PROMTOOL and test_service.PROMETHEUS):
+            return  # the exporter test says what is missing
+        out = io.StringIO()
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(packaged_service())
+        result = unittest.TextTestRunner(stream=out, verbosity=2).run(suite)
+        self.assertTrue(result.wasSuccessful(), out.getvalue())
+        self.assertEqual(result.testsRun - len(result.skipped), 1, out.getvalue())
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 static void lease_request(void)
 {
 	STRUCT(rocmmem_lease_request);
+	FIELD(rocmmem_lease_request, struct_size);
 	FIELD(rocmmem_lease_request, device);
 	FIELD(rocmmem_lease_request, size);
 	FIELD(rocmmem_lease_request, timeout_ms);
@@ -206,6 +207,7 @@ static void denial_info(void)
 static void model_desc(void)
 {
 	STRUCT(rocmmem_model_desc);
+	FIELD(rocmmem_model_desc, struct_size);
 	FIELD(rocmmem_model_desc, device);
 	FIELD(rocmmem_model_desc, name);
 	FIELD(rocmmem_model_desc, model_class);
@@ -266,12 +268,20 @@ static void event(void)
 static void connect_options(void)
 {
 	STRUCT(rocmmem_connect_options);
-	FIELD(rocmmem_connect_options, size);
+	FIELD(rocmmem_connect_options, struct_size);
 	FIELD(rocmmem_connect_options, socket_path);
 	FIELD(rocmmem_connect_options, name);
 	FIELD(rocmmem_connect_options, timeout_ms);
 	FIELD(rocmmem_connect_options, flags);
 	FIELD(rocmmem_connect_options, reconnect_window_ms);
+}
+
+static void evict_result(void)
+{
+	STRUCT(rocmmem_evict_result);
+	FIELD(rocmmem_evict_result, struct_size);
+	FIELD(rocmmem_evict_result, bytes_freed);
+	FIELD(rocmmem_evict_result, revoked);
 }
 
 static void constants(void)
@@ -318,6 +328,18 @@ static void constants(void)
 	CONST(ROCMMEM_SUBSCRIBE_EVENTS);
 	CONST(ROCMMEM_SAMPLE_INTERVAL_MIN_MS);
 	CONST(ROCMMEM_SAMPLE_INTERVAL_MAX_MS);
+	CONST(ROCMMEM_VERSION_MAJOR);
+	CONST(ROCMMEM_VERSION_MINOR);
+	CONST(ROCMMEM_VERSION_PATCH);
+	CONST(ROCMMEM_VERSION_NUMBER);
+	CONST(ROCMMEM_NO_WAIT);
+	CONST(ROCMMEM_WAIT_FOREVER);
+	CONST(ROCMMEM_ALL_DEVICES);
+	/* Whether each is signed: -1 converted to it is below 1 only then. */
+	printf("typedef rocmmem_timeout_ms %zu %d\n", sizeof(rocmmem_timeout_ms),
+	       (rocmmem_timeout_ms)-1 < (rocmmem_timeout_ms)1);
+	printf("typedef rocmmem_device_index %zu %d\n", sizeof(rocmmem_device_index),
+	       (rocmmem_device_index)-1 < (rocmmem_device_index)1);
 }
 
 int main(void)
@@ -340,6 +362,7 @@ int main(void)
 	telemetry_event();
 	event();
 	connect_options();
+	evict_result();
 	constants();
 	return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 """Shared fixture of the Python package's tests: a real rocmmemd (host backend), the package
 imported from client/python, helper processes running Python snippets.
 
-CTest sets ROCMMEMD, ROCMMEMCTL, ROCMMEM_LIBRARY (the built librocmmem.so.0), ROCMMEM_ABI_DUMP
+CTest sets ROCMMEMD, ROCMMEMCTL, ROCMMEM_LIBRARY (the built librocmmem.so.1), ROCMMEM_ABI_DUMP
 and PYTHONPATH (client/python). Nothing sleeps for correctness: waits poll a condition.
 """
 import importlib.util

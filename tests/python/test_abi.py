@@ -24,7 +24,7 @@ def dump():
     if not path:
         raise unittest.SkipTest("$ROCMMEM_ABI_DUMP is not set: run through ctest -L python")
     out = subprocess.run([path], capture_output=True, text=True, check=True).stdout
-    structs, fields, consts, enum_size = {}, {}, {}, None
+    structs, fields, consts, enum_size, typedefs = {}, {}, {}, None, {}
     for line in out.splitlines():
         kind, *rest = line.split()
         if kind == "struct":
@@ -36,7 +36,9 @@ def dump():
             consts[rest[0]] = int(rest[1])
         elif kind == "enum":
             enum_size = int(rest[0])
-    return structs, fields, consts, enum_size
+        elif kind == "typedef":
+            typedefs[rest[0]] = (int(rest[1]), rest[2] == "1")
+    return structs, fields, consts, enum_size, typedefs
 
 
 def header_structs():
@@ -58,7 +60,7 @@ def header_structs():
 class AbiTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.structs, cls.fields, cls.consts, cls.enum_size = dump()
+        cls.structs, cls.fields, cls.consts, cls.enum_size, cls.typedefs = dump()
 
     def test_every_header_struct_is_mirrored_with_its_fields_in_order(self):
         header = header_structs()
@@ -110,6 +112,31 @@ class AbiTest(unittest.TestCase):
         self.assertEqual(c["ROCMMEM_SUBSCRIBE_EVENTS"], N.SUBSCRIBE_EVENTS)
         self.assertEqual(c["ROCMMEM_SAMPLE_INTERVAL_MIN_MS"], N.SAMPLE_INTERVAL_MIN_MS)
         self.assertEqual(c["ROCMMEM_SAMPLE_INTERVAL_MAX_MS"], N.SAMPLE_INTERVAL_MAX_MS)
+        self.assertEqual(c["ROCMMEM_NO_WAIT"], N.NO_WAIT)
+        self.assertEqual(c["ROCMMEM_WAIT_FOREVER"], N.WAIT_FOREVER)
+        self.assertEqual(c["ROCMMEM_ALL_DEVICES"], N.ALL_DEVICES)
+
+    def test_version_and_the_api_types(self):
+        c = self.consts
+        self.assertEqual((c["ROCMMEM_VERSION_MAJOR"], c["ROCMMEM_VERSION_MINOR"],
+                          c["ROCMMEM_VERSION_PATCH"]),
+                         (N.VERSION_MAJOR, N.VERSION_MINOR, N.VERSION_PATCH))
+        self.assertEqual(c["ROCMMEM_VERSION_NUMBER"], N.VERSION_NUMBER)
+        # One type for timeouts (signed: < 0 waits forever), one for devices (unsigned).
+        self.assertEqual(self.typedefs["rocmmem_timeout_ms"],
+                         (ctypes.sizeof(N.c_timeout_ms), True))
+        self.assertEqual(self.typedefs["rocmmem_device_index"],
+                         (ctypes.sizeof(N.c_device_index), False))
+        lib = N.load()
+        self.assertEqual(lib.rocmmem_version_number(), N.VERSION_NUMBER)
+        self.assertEqual(lib.rocmmem_version().decode(),
+                         f"{N.VERSION_MAJOR}.{N.VERSION_MINOR}.{N.VERSION_PATCH}")
+
+    def test_structs_that_grow_carry_their_size(self):
+        for cls in (N.ConnectOptions, N.LeaseRequest, N.ModelDesc, N.EvictResult):
+            with self.subTest(struct=cls.__name__):
+                self.assertEqual(cls._fields_[0][0], "struct_size")
+                self.assertEqual(cls().struct_size, ctypes.sizeof(cls))
 
     def test_every_function_of_the_header_has_a_prototype(self):
         text = read(HEADER)
@@ -137,9 +164,9 @@ class AbiTest(unittest.TestCase):
                 print("missing:", e)
             c = rocmmem.connect(fail_safe=True)
             print("fail-safe:", c.available, c.status())
-            """, env=child_env(ROCMMEM_LIBRARY="/nonexistent/librocmmem.so.0"))
+            """, env=child_env(ROCMMEM_LIBRARY="/nonexistent/librocmmem.so.1"))
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("missing: Could not load /nonexistent/librocmmem.so.0", p.stdout)
+        self.assertIn("missing: Could not load /nonexistent/librocmmem.so.1", p.stdout)
         self.assertIn("fail-safe: False None", p.stdout)
         self.assertIn("carrying on without rocmmemd", p.stderr)
 

@@ -613,7 +613,8 @@ static void *hot_loop(void *arg)
 
 static void test_throughput(void **state)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 2 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 2 * MiB, .timeout_ms = 0};
 	static struct worker workers[THREADS];
 	struct rocmmem_torch_stats s0, s;
 	double t0, hot, trip;
@@ -741,7 +742,8 @@ static void *alloc_as(void *arg)
 
 static void test_model_leases(void **state)
 {
-	struct rocmmem_model_desc desc = {.device = 0, .name = "unet", .size = 0};
+	struct rocmmem_model_desc desc = {
+	    .struct_size = sizeof(desc), .device = 0, .name = "unet", .size = 0};
 	struct model_thread other = {.model = 0};
 	uint64_t model = 0, model_b = 0, tagged = 0, untagged = 0;
 	rocmmem_client *c = NULL, *watcher;
@@ -833,7 +835,8 @@ static void *release_later(void *arg)
 
 static void test_oom_explained(void **state)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 200 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 200 * MiB, .timeout_ms = 0};
 	struct rocmmem_torch_stats s, s0 = stats();
 	rocmmem_lease *hold = NULL;
 	struct daemon_proc d;
@@ -886,7 +889,8 @@ static void test_oom_explained(void **state)
 /* Near the budget, the allocator's own empty lease goes back before it asks for more. */
 static void test_own_empty_lease_yields(void **state)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 100 * MiB, .timeout_ms = 0};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 100 * MiB, .timeout_ms = 0};
 	rocmmem_lease *hold = NULL;
 	struct daemon_proc d;
 	rocmmem_client *other;
@@ -945,6 +949,50 @@ static void test_streams_never_share(void **state)
 	assert_int_equal(stats().leases, 1);
 	assert_int_equal(totals(&d).device_leases, 1);
 	finish(&d);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sizes from the environment, by the rule of every rocmmem tool (common/size.c) */
+
+/*
+ * env_sizes sets ROCMMEM_TORCH_CHUNK_SIZE and ROCMMEM_TORCH_KEEP_EMPTY, connects (the library
+ * reads them then, once: these cases run without the fresh setup, whose setters would win),
+ * and checks the chunk a small tensor gets and whether that chunk is kept once empty.
+ */
+static void env_sizes(const char *chunk, const char *keep, uint64_t want_chunk, bool kept)
+{
+	struct daemon_proc d;
+	void *p;
+
+	setenv("ROCMMEM_TORCH_CHUNK_SIZE", chunk, 1);
+	setenv("ROCMMEM_TORCH_KEEP_EMPTY", keep, 1);
+	start(&d, "1G");
+	assert_int_equal(T.init(d.sock, "torch-env"), 0);
+	p = T.alloc(100, 0, NULL);
+	assert_non_null(p);
+	assert_int_equal(stats().leased_bytes, want_chunk);
+	T.free(p, 100, 0, NULL);
+	assert_int_equal(stats().leases, kept ? 1 : 0);
+	assert_int_equal(stats().kept_bytes, kept ? want_chunk : 0);
+	unsetenv("ROCMMEM_TORCH_CHUNK_SIZE");
+	unsetenv("ROCMMEM_TORCH_KEEP_EMPTY");
+	finish(&d);
+}
+
+/* Fractions are truncated to whole bytes: 4.9M is 5138022 bytes, a 6 MiB chunk, and
+ * 5.9999999M is 6291455 bytes, one byte short of keeping that chunk. */
+static void test_env_sizes_truncated(void **state)
+{
+	(void)state;
+	env_sizes("4.9M", "5.9999999M", 6 * MiB, false);
+}
+
+/* What the rule refuses is ignored (strtod took "1e1M" as 10 MiB and " 0" as 0): the default
+ * 64 MiB chunk, kept once empty as the default keep size (the chunk) allows. */
+static void test_env_sizes_refused(void **state)
+{
+	(void)state;
+	env_sizes("1e1M", " 0", 64 * MiB, true);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1010,6 +1058,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_oom_explained, fresh),
 	    cmocka_unit_test_setup(test_own_empty_lease_yields, fresh),
 	    cmocka_unit_test_setup(test_streams_never_share, fresh),
+	    cmocka_unit_test(test_env_sizes_truncated),
+	    cmocka_unit_test(test_env_sizes_refused),
 	    cmocka_unit_test_setup(test_cuda_backend, fresh),
 	    cmocka_unit_test_setup(test_hip_backend, fresh),
 	};

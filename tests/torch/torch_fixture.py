@@ -2,7 +2,7 @@
 """Shared by test_torch.py and test_torch_glue.py: a private rocmmemd, and child processes
 running Python snippets with the package and the built libraries.
 
-CTest sets ROCMMEMD (the daemon), ROCMMEM_LIBRARY (librocmmem.so.0), ROCMMEM_TORCH_LIBRARY
+CTest sets ROCMMEMD (the daemon), ROCMMEM_LIBRARY (librocmmem.so.1), ROCMMEM_TORCH_LIBRARY
 (librocmmem_torch.so) and PYTHONPATH (client/python).
 """
 import os

@@ -7,7 +7,7 @@
         with client.lease("64M", timeout=30) as lease:
             lease.buffer[:5] = b"hello"
 
-Standard library only: librocmmem.so.0 is loaded with ctypes when connect() is first called
+Standard library only: librocmmem.so.1 is loaded with ctypes when connect() is first called
 ($ROCMMEM_LIBRARY overrides where from), so importing this package never fails for lack of it.
 See docs/python.md for the whole API.
 """

@@ -95,11 +95,11 @@ def device(lib, st, index):
         o["external_bytes"] = v.external_bytes
     if v.telemetry_source:
         o["telemetry"] = _telemetry(v)
-    nproc = lib.rocmmem_status_process_count(st, index)
+    nproc = lib.rocmmem_status_process_count(st, v.index)
     if nproc:
         procs = []
         for k in range(nproc):
-            p = lib.rocmmem_status_process(st, index, k).contents
+            p = lib.rocmmem_status_process(st, v.index, k).contents
             procs.append({"pid": p.pid, "vram_bytes": p.vram_bytes, "client": bool(p.client)})
         o["processes"] = procs
     return o

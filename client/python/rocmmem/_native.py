@@ -11,7 +11,13 @@ import threading
 
 from .errors import LibraryNotFound
 
-SONAME = "librocmmem.so.0"
+SONAME = "librocmmem.so.1"
+# The version of rocmmem.h this mirror follows (a library of the same major and at least this
+# minor has every function and field it uses).
+VERSION_MAJOR = 1
+VERSION_MINOR = 0
+VERSION_PATCH = 0
+VERSION_NUMBER = VERSION_MAJOR * 10000 + VERSION_MINOR * 100 + VERSION_PATCH
 LIBRARY_ENV = "ROCMMEM_LIBRARY"
 
 c_int = ctypes.c_int
@@ -24,6 +30,12 @@ c_uint32 = ctypes.c_uint32
 c_int64 = ctypes.c_int64
 c_uint64 = ctypes.c_uint64
 c_enum = ctypes.c_int  # every enum of the header fits an int
+c_timeout_ms = ctypes.c_int64  # rocmmem_timeout_ms: ms, 0 no wait, < 0 no limit
+c_device_index = ctypes.c_uint32  # rocmmem_device_index
+
+NO_WAIT = 0
+WAIT_FOREVER = -1
+ALL_DEVICES = 0xFFFFFFFF  # rocmmem_trim's every device
 
 # enum rocmmem_handle_kind
 HANDLE_NONE = 0
@@ -71,9 +83,17 @@ SAMPLE_INTERVAL_MIN_MS = 10
 SAMPLE_INTERVAL_MAX_MS = 60000
 
 
-class LeaseRequest(ctypes.Structure):
-    _fields_ = [("device", c_uint), ("size", c_uint64), ("timeout_ms", c_int64),
-                ("tag", c_char_p), ("flags", c_uint32), ("model_id", c_uint64)]
+class _Sized(ctypes.Structure):
+    """A struct that grows (rocmmem.h's Conventions): struct_size set to its size."""
+
+    def __init__(self, **fields):
+        super().__init__(struct_size=ctypes.sizeof(self), **fields)
+
+
+class LeaseRequest(_Sized):
+    _fields_ = [("struct_size", c_size_t), ("device", c_device_index), ("size", c_uint64),
+                ("timeout_ms", c_timeout_ms), ("tag", c_char_p), ("flags", c_uint32),
+                ("model_id", c_uint64)]
 
 
 class DaemonInfo(ctypes.Structure):
@@ -84,7 +104,7 @@ class DaemonInfo(ctypes.Structure):
 
 
 class DeviceInfo(ctypes.Structure):
-    _fields_ = [("index", c_uint32), ("name", c_char_p), ("backend", c_char_p),
+    _fields_ = [("index", c_device_index), ("name", c_char_p), ("backend", c_char_p),
                 ("total_bytes", c_uint64), ("budget_bytes", c_uint64),
                 ("headroom_bytes", c_uint64), ("leased_bytes", c_uint64),
                 ("reserved_bytes", c_uint64), ("free_bytes", c_uint64),
@@ -103,7 +123,8 @@ class DeviceInfo(ctypes.Structure):
 
 
 class AwaitingInfo(ctypes.Structure):
-    _fields_ = [("device", c_uint32), ("pid", c_int32), ("uid", c_uint32), ("leases", c_uint32),
+    _fields_ = [("device", c_device_index), ("pid", c_int32), ("uid", c_uint32),
+                ("leases", c_uint32),
                 ("lease_bytes", c_uint64), ("models", c_uint32), ("reserved_bytes", c_uint64),
                 ("grace_left_ms", c_uint64)]
 
@@ -129,14 +150,14 @@ class AccessInfo(ctypes.Structure):
 
 
 class LeaseInfo(ctypes.Structure):
-    _fields_ = [("id", c_uint64), ("owner_pid", c_int32), ("device", c_uint32),
+    _fields_ = [("id", c_uint64), ("owner_pid", c_int32), ("device", c_device_index),
                 ("bytes", c_uint64), ("tag", c_char_p), ("age_ms", c_uint64),
                 ("model_id", c_uint64)]
 
 
 class ModelInfo(ctypes.Structure):
     _fields_ = [("id", c_uint64), ("name", c_char_p), ("model_class", c_enum),
-                ("owner_pid", c_int32), ("device", c_uint32), ("bytes", c_uint64),
+                ("owner_pid", c_int32), ("device", c_device_index), ("bytes", c_uint64),
                 ("state", c_enum), ("priority", c_int32), ("pinned", c_int),
                 ("size", c_uint64), ("reservation_bytes", c_uint64),
                 ("lease_bytes", c_uint64), ("idle_ms", c_uint64), ("use_count", c_uint32),
@@ -144,8 +165,8 @@ class ModelInfo(ctypes.Structure):
 
 
 class WaiterInfo(ctypes.Structure):
-    _fields_ = [("owner_pid", c_int32), ("device", c_uint32), ("bytes", c_uint64),
-                ("waited_ms", c_uint64), ("timeout_ms", c_int64), ("tag", c_char_p),
+    _fields_ = [("owner_pid", c_int32), ("device", c_device_index), ("bytes", c_uint64),
+                ("waited_ms", c_uint64), ("timeout_ms", c_timeout_ms), ("tag", c_char_p),
                 ("model_id", c_uint64)]
 
 
@@ -158,13 +179,14 @@ class Counters(ctypes.Structure):
 
 class DenialInfo(ctypes.Structure):
     _fields_ = [("timestamp_ms", c_uint64), ("pid", c_int32), ("client_name", c_char_p),
-                ("device", c_uint32), ("bytes", c_uint64), ("model_id", c_uint64),
+                ("device", c_device_index), ("bytes", c_uint64), ("model_id", c_uint64),
                 ("model_name", c_char_p), ("error", c_int), ("reason", c_char_p)]
 
 
-class ModelDesc(ctypes.Structure):
-    _fields_ = [("device", c_uint), ("name", c_char_p), ("model_class", c_enum),
-                ("size", c_uint64), ("priority", c_int32), ("pinned", c_int)]
+class ModelDesc(_Sized):
+    _fields_ = [("struct_size", c_size_t), ("device", c_device_index), ("name", c_char_p),
+                ("model_class", c_enum), ("size", c_uint64), ("priority", c_int32),
+                ("pinned", c_int)]
 
 
 class SampleInfo(ctypes.Structure):
@@ -176,7 +198,7 @@ class SampleInfo(ctypes.Structure):
 class TelemetryEvent(ctypes.Structure):
     _fields_ = [("type", c_enum), ("timestamp_ms", c_uint64), ("pid", c_int32),
                 ("client_name", c_char_p), ("client_id", c_uint64), ("has_device", c_int),
-                ("device", c_uint32), ("bytes", c_uint64), ("lease_id", c_uint64),
+                ("device", c_device_index), ("bytes", c_uint64), ("lease_id", c_uint64),
                 ("model_id", c_uint64), ("model_name", c_char_p), ("error", c_int),
                 ("waited_ms", c_uint64), ("detail", c_char_p), ("dropped", c_uint32)]
 
@@ -184,14 +206,19 @@ class TelemetryEvent(ctypes.Structure):
 class Event(ctypes.Structure):
     _fields_ = [("type", c_enum), ("seq", c_uint64), ("reason", c_char_p),
                 ("model_id", c_uint64), ("lease_id", c_uint64), ("bytes_needed", c_uint64),
-                ("deadline_ms", c_uint32), ("sample", c_void_p),
+                ("deadline_ms", c_timeout_ms), ("sample", c_void_p),
                 ("sample_info", ctypes.POINTER(SampleInfo)),
                 ("telemetry", ctypes.POINTER(TelemetryEvent)), ("generation", c_uint64)]
 
 
-class ConnectOptions(ctypes.Structure):
-    _fields_ = [("size", c_size_t), ("socket_path", c_char_p), ("name", c_char_p),
-                ("timeout_ms", c_int), ("flags", c_uint32), ("reconnect_window_ms", c_int)]
+class ConnectOptions(_Sized):
+    _fields_ = [("struct_size", c_size_t), ("socket_path", c_char_p), ("name", c_char_p),
+                ("timeout_ms", c_timeout_ms), ("flags", c_uint32),
+                ("reconnect_window_ms", c_timeout_ms)]
+
+
+class EvictResult(_Sized):
+    _fields_ = [("struct_size", c_size_t), ("bytes_freed", c_uint64), ("revoked", c_int)]
 
 
 # Every mirrored struct by its C name (the ABI test walks this table).
@@ -214,6 +241,7 @@ STRUCTS = {
     "rocmmem_sample_info": SampleInfo,
     "rocmmem_telemetry_event": TelemetryEvent,
     "rocmmem_event": Event,
+    "rocmmem_evict_result": EvictResult,
 }
 
 # void (*rocmmem_event_fn)(rocmmem_client *, const struct rocmmem_event *, void *)
@@ -223,20 +251,22 @@ P = ctypes.POINTER
 # name: (restype, argtypes). Handles (rocmmem_client *, rocmmem_lease *, rocmmem_status *) are
 # plain addresses (c_void_p): Python never looks inside them.
 PROTOTYPES = {
+    "rocmmem_version": (c_char_p, []),
+    "rocmmem_version_number": (c_uint32, []),
     "rocmmem_strerror": (c_char_p, [c_int]),
     "rocmmem_last_error": (c_char_p, []),
-    "rocmmem_connect": (c_int, [c_char_p, c_char_p, c_int, P(c_void_p)]),
+    "rocmmem_connect": (c_int, [c_char_p, c_char_p, c_timeout_ms, P(c_void_p)]),
     "rocmmem_connect_with": (c_int, [P(ConnectOptions), P(c_void_p)]),
     "rocmmem_client_state": (c_enum, [c_void_p]),
-    "rocmmem_disconnect": (None, [c_void_p]),
+    "rocmmem_disconnect": (c_int, [c_void_p]),
     "rocmmem_client_daemon_version": (c_char_p, [c_void_p]),
     "rocmmem_client_backend": (c_char_p, [c_void_p]),
-    "rocmmem_client_device_count": (c_uint, [c_void_p]),
+    "rocmmem_client_device_count": (c_device_index, [c_void_p]),
     "rocmmem_lease_acquire": (c_int, [c_void_p, P(LeaseRequest), P(c_void_p)]),
     "rocmmem_lease_release": (c_int, [c_void_p]),
     "rocmmem_lease_id": (c_uint64, [c_void_p]),
     "rocmmem_lease_size": (c_uint64, [c_void_p]),
-    "rocmmem_lease_device": (c_uint, [c_void_p]),
+    "rocmmem_lease_device": (c_device_index, [c_void_p]),
     "rocmmem_lease_handle_kind": (c_enum, [c_void_p]),
     "rocmmem_lease_ptr": (c_void_p, [c_void_p]),
     "rocmmem_lease_fd": (c_int, [c_void_p]),
@@ -260,8 +290,8 @@ PROTOTYPES = {
     "rocmmem_status_access": (P(AccessInfo), [c_void_p]),
     "rocmmem_status_device_count": (c_size_t, [c_void_p]),
     "rocmmem_status_device": (P(DeviceInfo), [c_void_p, c_size_t]),
-    "rocmmem_status_process_count": (c_size_t, [c_void_p, c_size_t]),
-    "rocmmem_status_process": (P(ProcessInfo), [c_void_p, c_size_t, c_size_t]),
+    "rocmmem_status_process_count": (c_size_t, [c_void_p, c_device_index]),
+    "rocmmem_status_process": (P(ProcessInfo), [c_void_p, c_device_index, c_size_t]),
     "rocmmem_status_client_count": (c_size_t, [c_void_p]),
     "rocmmem_status_client": (P(ClientInfo), [c_void_p, c_size_t]),
     "rocmmem_status_lease_count": (c_size_t, [c_void_p]),
@@ -272,23 +302,23 @@ PROTOTYPES = {
     "rocmmem_status_waiter": (P(WaiterInfo), [c_void_p, c_size_t]),
     "rocmmem_status_awaiting_count": (c_size_t, [c_void_p]),
     "rocmmem_status_awaiting": (P(AwaitingInfo), [c_void_p, c_size_t]),
-    "rocmmem_trim": (c_int, [c_void_p, c_int, P(c_uint64)]),
+    "rocmmem_trim": (c_int, [c_void_p, c_device_index, P(c_uint64)]),
     "rocmmem_metrics": (c_int, [c_void_p, P(c_void_p)]),
     "rocmmem_model_register": (c_int, [c_void_p, P(ModelDesc), P(c_uint64)]),
-    "rocmmem_model_acquire": (c_int, [c_void_p, c_uint64, c_int64]),
+    "rocmmem_model_acquire": (c_int, [c_void_p, c_uint64, c_timeout_ms]),
     "rocmmem_model_release": (c_int, [c_void_p, c_uint64]),
-    "rocmmem_model_resize": (c_int, [c_void_p, c_uint64, c_uint64, c_int64]),
+    "rocmmem_model_resize": (c_int, [c_void_p, c_uint64, c_uint64, c_timeout_ms]),
     "rocmmem_model_unregister": (c_int, [c_void_p, c_uint64]),
     "rocmmem_model_evict_ack": (c_int, [c_void_p, c_uint64]),
     "rocmmem_model_evict_ack_generation": (c_int, [c_void_p, c_uint64, c_uint64]),
     "rocmmem_model_generation": (c_uint64, [c_void_p, c_uint64]),
-    "rocmmem_model_evict": (c_int, [c_void_p, c_uint64, P(c_uint64)]),
+    "rocmmem_model_evict": (c_int, [c_void_p, c_uint64, P(EvictResult)]),
     "rocmmem_model_pin": (c_int, [c_void_p, c_uint64, c_int]),
     "rocmmem_set_event_callback": (c_int, [c_void_p, EVENT_FN, c_void_p]),
     "rocmmem_event_fd": (c_int, [c_void_p]),
     "rocmmem_dispatch": (c_int, [c_void_p]),
     "rocmmem_telemetry_name": (c_char_p, [c_enum]),
-    "rocmmem_subscribe": (c_int, [c_void_p, c_uint, c_uint32]),
+    "rocmmem_subscribe": (c_int, [c_void_p, c_uint, c_uint32, P(c_uint32)]),
     "rocmmem_unsubscribe": (c_int, [c_void_p]),
 }
 
@@ -327,6 +357,11 @@ def load():
                                       f"package", name=path, path=path) from None
             fn.restype = restype
             fn.argtypes = argtypes
+        have = lib.rocmmem_version_number()
+        if have // 10000 != VERSION_MAJOR or have < VERSION_NUMBER:
+            raise LibraryNotFound(f"{path} is librocmmem {text(lib.rocmmem_version())}; this "
+                                  f"rocmmem package needs {VERSION_MAJOR}.{VERSION_MINOR} or a "
+                                  f"later {VERSION_MAJOR}.x", name=path, path=path)
         # rocmmem_metrics' text is freed with the C library's free().
         libc = ctypes.CDLL(None)
         libc.free.restype = None

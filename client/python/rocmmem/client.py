@@ -15,64 +15,25 @@ collection, and its models strongly (their callbacks must run while the client l
 import contextlib
 import ctypes
 import errno as _errno
-import logging
-import math
-import mmap
 import os
 import select
 import threading
-import time
 import weakref
-from collections import namedtuple
 
 from . import _convert
 from . import _native as N
+from ._common import _encode, _pending, _timeout_ms, log
+from ._events import _Events, _trampoline
+from ._lease import Lease
+from ._model import Eviction, Model
 from .errors import ClientClosed, DaemonUnavailable, Error, LibraryNotFound, make_error
 from .sizes import parse_size
 
 __all__ = ["connect", "Client", "Lease", "Model", "Eviction"]
 
-log = logging.getLogger("rocmmem")
-
-Eviction = namedtuple("Eviction", "bytes_freed revoked")
-Eviction.__doc__ = """What evict_model did: bytes_freed (as the daemon reports them) and revoked
-(True when the owner missed the deadline and the daemon took the memory back)."""
-
-_INT_MAX = (1 << 31) - 1
-_INT64_MAX = (1 << 63) - 1
-
 # Clients still open, closed at interpreter exit (their event threads stopped first).
 _live = weakref.WeakSet()
 _live_lock = threading.Lock()
-
-# KeyboardInterrupt or SystemExit raised inside a callback cannot cross C: it is kept here and
-# raised in the same thread once the call into C returns.
-_pending = threading.local()
-
-
-def _timeout_ms(timeout, what="timeout"):
-    """Seconds (None or inf: no limit) as librocmmem's milliseconds (-1: no limit)."""
-    if timeout is None:
-        return -1
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what} is a number of seconds or None, not {timeout!r}")
-    t = float(timeout)
-    if math.isnan(t) or t < 0:
-        raise ValueError(f"{what} must be >= 0 seconds (or None to wait as long as it takes), "
-                         f"not {timeout!r}")
-    if math.isinf(t):
-        return -1
-    return min(math.ceil(t * 1000), _INT64_MAX)
-
-
-def _encode(value, what):
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    raise TypeError(f"{what} must be a str, not {type(value).__name__}")
 
 
 def _model_id(model):
@@ -83,35 +44,7 @@ def _model_id(model):
     return model
 
 
-def _call_user(fn, *args, what):
-    """Calls a user callback; logs what it raises (it must never reach C). Returns
-    (True, result) on success, (False, None) when it raised."""
-    try:
-        return True, fn(*args)
-    except (KeyboardInterrupt, SystemExit) as e:
-        _pending.exc = e
-    except BaseException:
-        log.exception("rocmmem: %s raised", what)
-    return False, None
-
-
-def _trampoline(client_ref):
-    """The C event callback of one client (holding it weakly)."""
-
-    def on_event(_handle, event_p, _userdata):
-        try:
-            client = client_ref()
-            if client is not None:
-                client._deliver(event_p.contents)
-        except (KeyboardInterrupt, SystemExit) as e:
-            _pending.exc = e
-        except BaseException:
-            log.exception("rocmmem: an event could not be delivered")
-
-    return N.EVENT_FN(on_event)
-
-
-class Client:
+class Client(_Events):
     """A connection to rocmmemd (see connect()). Use as a context manager, or close() it."""
 
     def __init__(self, lib, handle, *, fail_safe=False, reason=None,
@@ -423,10 +356,9 @@ class Client:
         root) to unload it now and waits until it has. Returns an Eviction (bytes_freed,
         revoked). Raises Busy (in use, or already being evicted), PermissionDenied,
         NotFound."""
-        freed = ctypes.c_uint64()
-        rc = self._call("rocmmem_model_evict", _model_id(model), ctypes.byref(freed), soft=0,
-                        has_soft=True)
-        return Eviction(freed.value, rc == 1)
+        result = N.EvictResult()
+        self._call("rocmmem_model_evict", _model_id(model), ctypes.byref(result), has_soft=True)
+        return Eviction(result.bytes_freed, bool(result.revoked))
 
     def pin_model(self, model, pinned=True):
         """Pins (never evicted to make room) or unpins a model: this client's own, or any as
@@ -466,7 +398,8 @@ class Client:
         """Has the daemon return what its GPU runtime caches to the driver (device None: all
         devices). Returns the bytes released (0 for a fail-safe client without a daemon)."""
         released = ctypes.c_uint64()
-        if self._call("rocmmem_trim", -1 if device is None else device, ctypes.byref(released),
+        if self._call("rocmmem_trim", N.ALL_DEVICES if device is None else device,
+                      ctypes.byref(released),
                       soft=-1, has_soft=True) == -1:
             return 0
         return released.value
@@ -495,217 +428,14 @@ class Client:
         ms = round(float(interval) * 1000) if samples else 0
         if samples and not N.SAMPLE_INTERVAL_MIN_MS <= ms <= N.SAMPLE_INTERVAL_MAX_MS:
             raise ValueError(f"the sample interval is 0.01 to 60 seconds, not {interval!r}")
-        rc = self._call("rocmmem_subscribe", what, ms, soft=-1, has_soft=True)
-        return None if rc == -1 else rc / 1000.0
+        got = ctypes.c_uint32()
+        rc = self._call("rocmmem_subscribe", what, ms, ctypes.byref(got), soft=-1,
+                        has_soft=True)
+        return None if rc == -1 else got.value / 1000.0
 
     def unsubscribe(self):
         """Ends the subscription; nothing received but undelivered is delivered afterwards."""
         self._call("rocmmem_unsubscribe", has_soft=True)
-
-    # --- events --------------------------------------------------------------------------
-
-    def fileno(self):
-        """An fd that polls readable when events may be waiting: put it in select, poll or an
-        asyncio loop and call dispatch() when it is (see also attach_loop()). Owned by the
-        client: do not read or close it. A client without a connection returns an fd that
-        never becomes readable."""
-        with self._lock:
-            if self._closed:
-                raise ClientClosed(_errno.EBADF, "the client is closed")
-            return self._epoll.fileno()
-
-    def _end_events(self):
-        """After the connection's end was delivered: fileno() never polls readable again."""
-        with self._lock:
-            fd, self._event_fd = self._event_fd, None
-            if fd is not None and not self._closed:
-                try:
-                    self._epoll.unregister(fd)
-                except OSError:
-                    pass
-
-    def dispatch(self):
-        """Delivers the events that have arrived, without blocking, to the Models' callbacks
-        and on_event, from the calling thread. Returns how many. Once the connection has
-        ended it raises DaemonUnavailable (a fail-safe client returns 0)."""
-        try:
-            with self._native() as handle:
-                rc = self._lib.rocmmem_dispatch(handle)
-                if rc < 0:
-                    raise self._error(rc)
-        except DaemonUnavailable:
-            if self._handle is not None:
-                self._ended = True  # -ECONNRESET: the end was delivered already
-            self._end_events()
-            if self._fail_safe and not self._closed:
-                return 0
-            raise
-        if self._ended:
-            self._end_events()
-        return rc
-
-    def start_event_thread(self):
-        """Starts a daemon thread that waits on fileno() and dispatches: callbacks then run on
-        it. Returns the thread (None for a client without a connection); a second call
-        returns the running one. stop_event_thread() or close() stops it."""
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return self._thread
-            if self._closed:
-                raise ClientClosed(_errno.EBADF, "the client is closed")
-            if self._handle is None:
-                return None
-            fd = self._epoll.fileno()
-            stop_r, stop_w = os.pipe()
-            self._thread_stop = stop_w
-            self._thread = threading.Thread(target=self._event_loop, args=(fd, stop_r),
-                                            name="rocmmem-events", daemon=True)
-            self._thread.start()
-            return self._thread
-
-    def stop_event_thread(self, timeout=5.0):
-        """Stops the event thread and waits for it (unless called from it)."""
-        with self._lock:
-            thread, stop_w = self._thread, self._thread_stop
-            self._thread = self._thread_stop = None
-        if stop_w is not None:
-            try:
-                os.write(stop_w, b"x")
-            except OSError:
-                pass
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive():
-                log.warning("rocmmem: the event thread did not stop within %s s (a callback "
-                            "still running?)", timeout)
-        if stop_w is not None:
-            os.close(stop_w)
-
-    def _event_loop(self, fd, stop_r):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(stop_r, select.POLLIN)
-        try:
-            while True:
-                ready = poller.poll()
-                if any(f == stop_r for f, _ in ready) or self._closed:
-                    return
-                try:
-                    n = self.dispatch()
-                except Error:
-                    return  # the connection ended (DISCONNECTED was delivered) or closed
-                if self._closed or self._ended:
-                    return
-                if n == 0:
-                    # Another thread is reading the socket for everyone (a call waiting for
-                    # the daemon): it will queue what arrives. Do not spin meanwhile.
-                    time.sleep(0.002)
-        finally:
-            os.close(stop_r)
-
-    def attach_loop(self, loop=None):
-        """Has an asyncio loop (default: the running one) dispatch this client's events:
-        loop.add_reader(fileno(), ...), removed again when the connection ends or at
-        close()."""
-        if loop is None:
-            import asyncio
-            loop = asyncio.get_running_loop()
-        fd = self.fileno()
-        with self._lock:
-            self._loop = (loop, fd)
-        loop.add_reader(fd, self._loop_readable)
-
-    def detach_loop(self):
-        """Undoes attach_loop (from the loop's thread)."""
-        with self._lock:
-            attached, self._loop = self._loop, None
-        if attached is not None:
-            loop, fd = attached
-            if not loop.is_closed():
-                loop.remove_reader(fd)
-
-    def _loop_readable(self):
-        try:
-            self.dispatch()
-        except Error as e:
-            log.debug("rocmmem: dispatch from the asyncio loop: %s", e)
-        if self._closed or self._ended:
-            self.detach_loop()
-
-    def _deliver(self, ev):
-        """Handles one event, inside the C callback: ev and what it points to are valid only
-        until this returns, so everything is copied out first. librocmmem has already dropped
-        evict requests and revocations of a residency older than one this host acquired."""
-        t = ev.type
-        if t == N.EVENT_EVICT_REQUEST:
-            model = self._models.get(ev.model_id)
-            if model is not None and model.on_evict is not None:
-                self._evict(model, ev.generation)
-                return
-            if self.on_event is None:
-                log.warning("rocmmem: the daemon asks to unload model %d%s, which has no "
-                            "on_evict and no on_event: not acked, so its memory is revoked "
-                            "at the deadline (%d ms)", ev.model_id,
-                            f" '{model.name}'" if model else "", ev.deadline_ms)
-        elif t == N.EVENT_MODEL_REVOKED:
-            model = self._models.get(ev.model_id)
-            if model is not None:
-                if not model._newer_than(ev.generation):
-                    model.resident = False
-                if model.on_revoked is not None:
-                    model.event_generation = ev.generation
-                    try:
-                        _call_user(model.on_revoked, model, N.text(ev.reason),
-                                   what=f"on_revoked of model '{model.name}'")
-                    finally:
-                        model.event_generation = 0
-                    return
-        elif t == N.EVENT_LEASE_REVOKED:
-            lease = self._leases.get(ev.lease_id)
-            if lease is not None:
-                lease._on_revoked(N.text(ev.reason))
-        elif t == N.EVENT_DISCONNECTED:
-            self._ended = True
-            self._lost(N.text(ev.reason) or "the connection to rocmmemd ended")
-        elif t == N.EVENT_RECONNECTING:
-            self._away(N.text(ev.reason) or "the connection to rocmmemd ended")
-        elif t == N.EVENT_RECONNECTED:
-            self._back(N.text(ev.reason) or "reconnected to rocmmemd")
-        elif t == N.EVENT_SHUTDOWN:
-            log.info("rocmmem: rocmmemd is stopping: %s", N.text(ev.reason))
-        fn = self.on_event
-        if fn is not None:
-            event = _convert.event(self._lib, ev)
-            _call_user(fn, event, what="on_event")
-
-    def _evict(self, model, generation):
-        """Runs a model's on_evict, releases the leases still tagged with it and acks the
-        eviction of that generation. A slow on_evict may outlast the deadline: the model is
-        then revoked and may be acquired again meanwhile; the leases of that newer residency
-        stay, and the ack, stale, is refused by the daemon."""
-        model.event_generation = generation
-        try:
-            ok, _ = _call_user(model.on_evict, model,
-                               what=f"on_evict of model {model.id} '{model.name}' (not "
-                                    f"acked: the daemon revokes it at its deadline)")
-        finally:
-            model.event_generation = 0
-        if not ok:
-            return
-        for lease in self.leases():
-            if lease.model is model and not lease._newer_than(generation):
-                lease.release()
-        if not model._newer_than(generation):
-            model.resident = False
-        try:
-            self._call("rocmmem_model_evict_ack_generation", model.id, generation)
-            log.debug("rocmmem: acked the eviction of model %d '%s' generation %d", model.id,
-                      model.name, generation)
-        except Error as e:
-            # ESTALE: the eviction is over already (revoked at its deadline; the daemon logs
-            # it); closed or gone: nothing to tell.
-            log.debug("rocmmem: ack of model %d '%s' generation %d: %s", model.id, model.name,
-                      generation, e)
 
     # --- closing -------------------------------------------------------------------------
 
@@ -750,287 +480,6 @@ class Client:
             pass
 
 
-class Lease:
-    """Memory leased from the daemon: id, size (granted, whole granules), device, ptr (its
-    address: a host mapping or a device pointer), buffer (a writable memoryview of a host
-    lease; None for GPU memory). Released by release(), at the end of a with block, by the
-    client's close(), or when garbage-collected."""
-
-    def __init__(self, client, handle, tag, model):
-        lib = client._lib
-        self._client = client
-        self._handle = handle
-        self._released = False
-        self._revoked = False
-        self.revoked_reason = None
-        self.tag = tag
-        self.model = model
-        self.id = lib.rocmmem_lease_id(handle)
-        # A lease tagged with a model: the model's residency generation it was granted in.
-        self.generation = lib.rocmmem_lease_generation(handle)
-        self.size = lib.rocmmem_lease_size(handle)
-        self.device = lib.rocmmem_lease_device(handle)
-        self.handle_kind = N.HANDLE_NAMES.get(lib.rocmmem_lease_handle_kind(handle), "none")
-        self.pci_bus_id = N.text(lib.rocmmem_lease_pci_bus_id(handle))
-        self.waited_ms = lib.rocmmem_lease_waited_ms(handle)
-        self._ptr = lib.rocmmem_lease_ptr(handle) or None
-        self._map = None
-        self._view = None
-        fd = lib.rocmmem_lease_fd(handle)
-        if self.handle_kind == "memfd" and fd >= 0:
-            # The buffer is a mapping of the lease's memfd of its own (mmap dups the fd), so
-            # that a view kept after release stays mapped: it reads what the daemon left
-            # (zeros) instead of faulting, and is unmapped when the last view goes.
-            self._map = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
-                                  mmap.PROT_READ | mmap.PROT_WRITE)
-            self._view = memoryview(self._map)
-
-    @property
-    def released(self):
-        return self._released
-
-    @property
-    def revoked(self):
-        """True once the daemon has taken the lease's memory back: revoked with its model,
-        not taken back by a restarted daemon, or reclaimed when the daemon stopped at its
-        shutdown deadline (as librocmmem knows it: once it has read the end of the
-        connection, in a call, dispatch() or the event thread). revoked_reason says why
-        once the revocation was delivered."""
-        if self._revoked:
-            return True
-        c = self._client
-        with c._lock:
-            if self._handle is None or c._closed or c._handle is None or \
-                    c._pid != os.getpid():
-                return False
-            return bool(c._lib.rocmmem_lease_revoked(self._handle))
-
-    def _newer_than(self, generation):
-        """Whether the lease belongs to a residency of its model later than generation (an
-        eviction of that generation must leave it alone)."""
-        return bool(generation) and self.generation > generation
-
-    @property
-    def ptr(self):
-        """The lease's address as an int (None once released, or for a NOMAP lease)."""
-        return None if self._released else self._ptr
-
-    @property
-    def buffer(self):
-        """A writable memoryview of the lease's size bytes (host memory); None for a GPU
-        lease and once released. Do not use it, or anything made from it, after release."""
-        return None if self._released else self._view
-
-    @property
-    def fd(self):
-        """The lease's first fd kept open by librocmmem (a host lease's memfd), or -1; owned
-        by the library: dup() it to keep it."""
-        if self._released:
-            return -1
-        with self._client._native():
-            return -1 if self._released else self._client._lib.rocmmem_lease_fd(self._handle)
-
-    def __repr__(self):
-        state = "released" if self._released else f"{self.handle_kind}"
-        return (f"<rocmmem.Lease {self.id}: {self.size} bytes on device {self.device}, "
-                f"{state}>")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def _drop_views(self):
-        view, self._view = self._view, None
-        m, self._map = self._map, None
-        if view is not None:
-            view.release()
-        if m is not None:
-            try:
-                m.close()
-            except BufferError:
-                pass  # views made from the buffer still exist: unmapped when they go
-
-    def _forget(self):
-        """The C lease is gone with its connection: only the Python side is left to undo."""
-        self._released = True
-        self._handle = None
-        self._drop_views()
-
-    def release(self):
-        """Releases the lease: unmaps it and tells the daemon. The buffer must not be used
-        afterwards (views of it read zeros, and what is written to them is lost). Releasing
-        twice, after a revocation or after the daemon went away is fine: never raises."""
-        client = self._client
-        with client._lock:
-            if self._released:
-                return
-            self._released = True
-            handle, self._handle = self._handle, None
-            client._leases.pop(self.id, None)
-            usable = not client._closed and client._handle is not None and \
-                client._pid == os.getpid()
-            if usable:
-                client._inflight += 1
-        self._drop_views()
-        if not usable or handle is None:
-            return
-        try:
-            rc = client._lib.rocmmem_lease_release(handle)
-            if rc < 0:
-                e = client._error(rc)
-                if not isinstance(e, DaemonUnavailable):
-                    log.warning("rocmmem: release of lease %d: %s", self.id, e)
-        finally:
-            client._leave()
-
-    def _on_revoked(self, reason):
-        self._revoked = True
-        self.revoked_reason = reason
-        self.release()  # frees the handle without asking the daemon
-
-    def __del__(self):
-        try:
-            if not self._released and self._client._pid == os.getpid():
-                self.release()
-        except Exception:
-            pass
-
-
-class Model:
-    """A model registered with the daemon (Client.register_model): the daemon decides across
-    every process when it must be unloaded to make room."""
-
-    def __init__(self, client, model_id, *, name, size, model_class, device, priority, pinned,
-                 on_evict, on_revoked):
-        self._client = client
-        self.id = model_id
-        self.name = name
-        self.size = size
-        self.model_class = model_class
-        self.device = device
-        self.priority = priority
-        self.pinned = pinned
-        self.on_evict = on_evict
-        self.on_revoked = on_revoked
-        self.resident = False  # as far as this process knows
-        # During on_evict and on_revoked: the residency generation the event concerns.
-        self.event_generation = 0
-        self._uses = 0
-
-    @property
-    def generation(self):
-        """The newest residency generation of the model this process was granted something
-        in (an acquire, a resize, a tagged lease); 0 before any. The daemon advances it each
-        time it takes the model's memory back (docs/residency.md)."""
-        c = self._client
-        if self.id == 0 or c._closed or c._handle is None:
-            return 0
-        try:
-            with c._native() as handle:
-                return c._lib.rocmmem_model_generation(handle, self.id)
-        except Error:
-            return 0
-
-    def _newer_than(self, generation):
-        """Whether this process holds a residency of the model later than generation."""
-        return bool(generation) and self.generation > generation
-
-    @property
-    def offline(self):
-        """True for a model a fail-safe client registered without a daemon."""
-        return self.id == 0
-
-    @property
-    def client(self):
-        """The Client whose connection registered the model (models belong to it)."""
-        return self._client
-
-    def __repr__(self):
-        return (f"<rocmmem.Model {self.id} '{self.name}' ({self.model_class}, {self.size} "
-                f"bytes, device {self.device}{', resident' if self.resident else ''})>")
-
-    def _soft(self):
-        """Whether calls are no-ops: a fail-safe client's model without a daemon (one that
-        went away is given the chance to come back first)."""
-        c = self._client
-        if not c._fail_safe or c._closed:
-            return False
-        return self.id == 0 or not (c.available or c._revive())
-
-    def acquire(self, timeout=None):
-        """Marks the model in use (never evicted until release()). If it is not resident its
-        size is reserved first, waiting up to timeout seconds (None: as long as it takes)
-        while the daemon has other models unloaded. Acquires nest. Returns the model."""
-        ms = _timeout_ms(timeout)
-        if not self._soft():
-            if self._client._call("rocmmem_model_acquire", self.id, ms, soft=-1,
-                                  has_soft=True) != -1:
-                self.resident = True
-        self._uses += 1
-        return self
-
-    def release(self):
-        """Ends one acquire; after the last the model is idle: it stays resident, evictable
-        when the daemon needs the room."""
-        self._uses = max(0, self._uses - 1)
-        if not self._soft():
-            self._client._call("rocmmem_model_release", self.id, has_soft=True)
-
-    @contextlib.contextmanager
-    def use(self, timeout=None):
-        """with model.use(): acquire() at entry, release() at exit."""
-        self.acquire(timeout)
-        try:
-            yield self
-        finally:
-            self.release()
-
-    def resize(self, nbytes, timeout=0.0):
-        """Sets the model's reservation (bytes or "4G"): shrinking is immediate, growing waits
-        like an acquire (up to timeout seconds)."""
-        n = parse_size(nbytes)
-        ms = _timeout_ms(timeout)
-        if not self._soft():
-            if self._client._call("rocmmem_model_resize", self.id, n, ms, soft=-1,
-                                  has_soft=True) != -1:
-                self.size = n
-
-    def unregister(self):
-        """Forgets the model: its reservation goes back, its tagged leases stay as plain
-        leases."""
-        c = self._client
-        with c._lock:
-            c._models.pop(self.id, None)
-        self.resident = False
-        if not self._soft() and not c._closed:
-            c._call("rocmmem_model_unregister", self.id, has_soft=True)
-        for lease in c.leases():
-            if lease.model is self:
-                lease.model = None
-
-    def evict_ack(self, generation=None):
-        """Acks an evict request by hand (for hosts that handle it through on_event):
-        generation as Client.evict_ack."""
-        if generation is None or not self._newer_than(generation):
-            self.resident = False
-        if not self._soft():
-            self._client.evict_ack(self.id, generation)
-
-    def evict(self):
-        """Asks the daemon to evict this model now (Client.evict_model)."""
-        if self._soft():
-            return Eviction(0, False)
-        return self._client.evict_model(self.id)
-
-    def pin(self, pinned=True):
-        """Pins or unpins the model (Client.pin_model)."""
-        if not self._soft():
-            self._client.pin_model(self.id, pinned)
-        self.pinned = bool(pinned)
-
-
 def connect(socket=None, name=None, timeout=5.0, fail_safe=False, reconnect=True,
             reconnect_window=None):
     """Connects to rocmmemd and returns a Client.
@@ -1065,19 +514,16 @@ def connect(socket=None, name=None, timeout=5.0, fail_safe=False, reconnect=True
     path = None if socket is None else os.fsencode(socket)
     cname = _encode(name, "name")
     ms = _timeout_ms(timeout)
-    ms = -1 if ms < 0 else min(ms, _INT_MAX)
     handle = ctypes.c_void_p()
     flags = (0 if reconnect else N.CONNECT_NO_RECONNECT) | (N.CONNECT_NO_WAIT if fail_safe
                                                             else 0)
     window = 0 if reconnect_window is None else _timeout_ms(reconnect_window, "reconnect_window")
     if reconnect_window is not None and window == 0:
         raise ValueError("reconnect_window must be more than 0 seconds (or reconnect=False)")
-    window = -1 if window < 0 else min(window, _INT_MAX)
     # Fail-safe: one quick try first, so that a host without a daemon starts at once.
     tries = [0, ms] if fail_safe and ms != 0 else [ms]
     for i, wait in enumerate(tries):
-        opts = N.ConnectOptions(size=ctypes.sizeof(N.ConnectOptions), socket_path=path,
-                                name=cname, timeout_ms=wait, flags=flags,
+        opts = N.ConnectOptions(socket_path=path, name=cname, timeout_ms=wait, flags=flags,
                                 reconnect_window_ms=window)
         rc = lib.rocmmem_connect_with(ctypes.byref(opts), ctypes.byref(handle))
         if rc == 0:

@@ -13,7 +13,7 @@ __all__ = ["Error", "DaemonUnavailable", "OutOfMemory", "Timeout", "TooLarge", "
 
 
 class LibraryNotFound(ImportError):
-    """librocmmem.so.0 (or $ROCMMEM_LIBRARY) could not be loaded."""
+    """librocmmem.so.1 (or $ROCMMEM_LIBRARY) could not be loaded."""
 
 
 class Error(OSError):

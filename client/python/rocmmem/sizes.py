@@ -5,45 +5,49 @@ import re
 __all__ = ["parse_size", "format_size"]
 
 _SHIFTS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
-# digits[.digits] then nothing, "B", or K/M/G/T optionally followed by "iB" (any case).
-_SIZE = re.compile(r"([0-9]+)(?:\.([0-9]{1,6}))?(?:([KMGT])(?:[iI][bB])?|([bB]))?\Z",
-                   re.IGNORECASE)
+# The rule of common/size.c (size_parse), which rocmmemd and rocmmemctl use: ASCII digits, a
+# fraction of 1 to 18 digits, then nothing, "B", or K/M/G/T optionally followed by "iB" (any
+# case; ASCII only: no Kelvin sign for K). No space, sign, exponent or decimal comma.
+_FRAC_DIGITS = 18
+_SIZE = re.compile(r"([0-9]+)(?:\.([0-9]{1,%d}))?(?:([KMGT])(?:IB)?|(B))?" % _FRAC_DIGITS,
+                   re.IGNORECASE | re.ASCII)
 
 
 def parse_size(value):
     """Returns a size in bytes: an int as it is, or a string in the daemon's syntax.
 
-    Strings are bytes or a binary suffix K, M, G, T (also KiB ... TiB, any case), fractions
-    only with a suffix and only when they come to whole bytes ("1.5G"); "4GB" is refused as
-    ambiguous, as rocmmemd and rocmmemctl refuse it. Raises ValueError (TypeError for other
-    types).
+    Strings are bytes or a binary suffix K, M, G, T (also KiB ... TiB, any case). A fraction
+    (at most 18 digits) needs a suffix and is truncated to whole bytes: "0.9G" is 966367641,
+    floor(0.9 * 2**30), as rocmmemd and rocmmemctl read it. "4GB" is refused as ambiguous, as
+    they refuse it; so are spaces around the text. Raises ValueError (TypeError for other
+    types); a size must fit in 64 bits.
     """
     if isinstance(value, bool):
         raise TypeError("a size is an int or a string such as '512M', not a bool")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"a size cannot be negative: {value}")
-        return value
+        if value >= 1 << 64:
+            raise ValueError(f"a size must fit in 64 bits: {value}")
+        return int(value)
     if not isinstance(value, str):
         raise TypeError(f"a size is an int or a string such as '512M', not "
                         f"{type(value).__name__}")
-    m = _SIZE.match(value.strip())
+    m = _SIZE.fullmatch(value)
     if not m:
         raise ValueError(f"invalid size {value!r}: expected bytes with an optional K, M, G or "
-                         f"T suffix, e.g. 512M")
+                         f"T suffix, e.g. 512M or 0.9G")
     whole, frac, unit, _ = m.groups()
     shift = _SHIFTS[(unit or "").upper()]
     if frac and not shift:
         raise ValueError(f"invalid size {value!r}: a fraction needs a suffix (K, M, G or T)")
-    n = int(whole) << shift
-    if frac:
-        num = int(frac) << shift
-        div = 10 ** len(frac)
-        if num % div:
-            raise ValueError(f"invalid size {value!r}: not a whole number of bytes")
-        n += num // div
-    if n >= 1 << 64:
+    # Past 20 digits (leading zeros aside) nothing fits, and int() would refuse 4300 digits.
+    whole = whole.lstrip("0")
+    if len(whole) > 20 or (int(whole or "0") << shift) >= 1 << 64:
         raise ValueError(f"invalid size {value!r}: too large")
+    n = int(whole or "0") << shift
+    if frac:
+        n += (int(frac) << shift) // 10 ** len(frac)
     return n
 
 

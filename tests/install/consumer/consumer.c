@@ -9,7 +9,8 @@
 /* main connects to the daemon at argv[1], leases 4 MiB, writes and reads it, releases it. */
 int main(int argc, char **argv)
 {
-	struct rocmmem_lease_request req = {.device = 0, .size = 4u << 20, .tag = "install"};
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .device = 0, .size = 4u << 20, .tag = "install"};
 	rocmmem_client *client;
 	rocmmem_lease *lease;
 	unsigned char *p;
@@ -19,6 +20,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s SOCKET\n", argv[0]);
 		return 2;
 	}
+	/* The loaded library serves what this header promises: same major, a minor as high. */
+	if (rocmmem_version_number() / 10000 != ROCMMEM_VERSION_MAJOR ||
+	    rocmmem_version_number() < ROCMMEM_VERSION_NUMBER) {
+		fprintf(stderr, "librocmmem %s cannot serve a program built against %d.%d\n",
+			rocmmem_version(), ROCMMEM_VERSION_MAJOR, ROCMMEM_VERSION_MINOR);
+		return 1;
+	}
+	printf("librocmmem %s, built against %d.%d.%d\n", rocmmem_version(), ROCMMEM_VERSION_MAJOR,
+	       ROCMMEM_VERSION_MINOR, ROCMMEM_VERSION_PATCH);
 	err = rocmmem_connect(argv[1], "install-test", 5000, &client);
 	if (err < 0) {
 		fprintf(stderr, "Could not connect to %s: %s\n", argv[1], rocmmem_strerror(err));

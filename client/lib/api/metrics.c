@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base/error.h"
+#include "conn/client.h"
 
 ROCMMEM_EXPORT int rocmmem_metrics(rocmmem_client *c, char **text)
 {

@@ -7,8 +7,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gpu.h"
-#include "internal.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "base/gpu.h"
+#include "conn/client.h"
+
+/* The size of the first version (1.0) of struct rocmmem_lease_request: every caller's. */
+#define LEASE_REQUEST_1_0 ABI_END(struct rocmmem_lease_request, model_id)
 
 /* Host leases are mapped on this boundary so that transparent huge pages can back them. */
 #define LEASE_ALIGN ((size_t)2 << 20)
@@ -40,66 +45,6 @@ static void *map_aligned(int fd, size_t size)
 	/* Best effort: huge pages make first touch of a large lease an order faster. */
 	madvise(aligned, size, MADV_HUGEPAGE);
 	return aligned;
-}
-
-static void link_lease(rocmmem_client *c, struct rocmmem_lease *l)
-{
-	pthread_mutex_lock(&c->lock);
-	l->prev = NULL;
-	l->next = c->leases;
-	if (c->leases)
-		c->leases->prev = l;
-	c->leases = l;
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void unlink_lease(rocmmem_client *c, struct rocmmem_lease *l)
-{
-	pthread_mutex_lock(&c->lock);
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		c->leases = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void unmap_and_close(struct rocmmem_lease *l)
-{
-	if (l->gpu)
-		gpu_unmap(l->gpu);
-	else if (l->ptr)
-		munmap(l->ptr, (size_t)l->size);
-	for (unsigned i = 0; i < l->nfds; i++)
-		close(l->fds[i]);
-	for (unsigned i = 0; i < l->nkept; i++)
-		close(l->kept[i]);
-	l->gpu = NULL;
-	l->ptr = NULL;
-	l->nfds = 0;
-	l->nkept = 0;
-}
-
-void lease_revoke_all(rocmmem_client *c, const char *why)
-{
-	for (struct rocmmem_lease *l = c->leases; l; l = l->next) {
-		if (l->revoked)
-			continue;
-		l->revoked = true;
-		conn_queue_lib(c, ROCMMEM_EVENT_LEASE_REVOKED, l->id, 0, why);
-	}
-}
-
-void lease_forget_all(rocmmem_client *c)
-{
-	struct rocmmem_lease *l;
-
-	while ((l = c->leases)) {
-		c->leases = l->next;
-		unmap_and_close(l);
-		free(l);
-	}
 }
 
 /*
@@ -243,31 +188,37 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 		break;
 	}
 	if (err) {
-		unmap_and_close(l);
+		held_lease_unmap(l);
 		free(l);
 		return err;
 	}
-	link_lease(c, l);
+	held_lease_link(c, l);
 	if (l->model_id && l->generation)
-		model_granted(c, l->model_id, l->generation);
+		held_model_granted(c, l->model_id, l->generation);
 	*out = l;
 	return 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem_lease_request *req,
+ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c,
+					 const struct rocmmem_lease_request *request,
 					 rocmmem_lease **out)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
 	struct call_opts o = conn_default_opts(0);
+	struct rocmmem_lease_request copy, *req = &copy;
 	Rocmmem__Wire__Reply *r;
 	struct inmsg *m;
 	int err;
 
-	if (!c || !req || !out)
+	if (!c || !request || !out)
 		return error_set(-EINVAL, "rocmmem_lease_acquire needs a client, a request and an "
 					  "out pointer");
 	*out = NULL;
+	err = abi_take(&copy, sizeof(copy), request, request->struct_size, LEASE_REQUEST_1_0,
+		       "rocmmem_lease_request");
+	if (err)
+		return err;
 	if (req->flags & ~(uint32_t)ROCMMEM_LEASE_NOMAP)
 		return error_set(-EINVAL, "unknown lease flags 0x%x", req->flags);
 	acq.has_device = true;
@@ -279,7 +230,7 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c, const struct rocmmem
 	acq.tag = (char *)req->tag;
 	if (req->model_id) {
 		acq.has_model_id = true;
-		acq.model_id = model_daemon_id(c, req->model_id);
+		acq.model_id = held_model_daemon_id(c, req->model_id);
 	}
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
 	msg.lease_acquire = &acq;
@@ -324,8 +275,8 @@ ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *l)
 	c = l->client;
 	/* Out of the client's list first (a reconnection no longer re-declares it), then
 	 * unmapped: once the daemon has it back, the memory is gone. */
-	unlink_lease(c, l);
-	unmap_and_close(l);
+	held_lease_unlink(c, l);
+	held_lease_unmap(l);
 	pthread_mutex_lock(&c->lock);
 	revoked = l->revoked;
 	pthread_mutex_unlock(&c->lock);
@@ -345,7 +296,7 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_size(const rocmmem_lease *l)
 	return l->size;
 }
 
-ROCMMEM_EXPORT unsigned rocmmem_lease_device(const rocmmem_lease *l)
+ROCMMEM_EXPORT rocmmem_device_index rocmmem_lease_device(const rocmmem_lease *l)
 {
 	return l->device;
 }
@@ -387,6 +338,8 @@ ROCMMEM_EXPORT uint64_t rocmmem_lease_chunk_size(const rocmmem_lease *l, unsigne
 
 ROCMMEM_EXPORT int rocmmem_lease_ipc_handle(const rocmmem_lease *l, void *handle, uint64_t *offset)
 {
+	if (!handle)
+		return error_set(-EINVAL, "rocmmem_lease_ipc_handle needs somewhere to copy to");
 	if (!l->has_ipc)
 		return -ENOENT;
 	memcpy(handle, l->ipc_handle, sizeof(l->ipc_handle));

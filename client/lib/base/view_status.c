@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* status.c: a status reply (of one or more parts) or a telemetry sample, behind accessors. */
+/* view_status.c: a status reply (of one or more parts) or a telemetry sample, behind accessors. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-/* A daemon never needs this many parts; more means a broken peer, not a big table. */
-#define STATUS_MAX_PARTS 65536
+#include "error.h"
+#include "view.h"
 
 /*
  * A snapshot: the parts of a status reply, or one telemetry sample (borrowed: the delivery
  * that made it frees the message), converted into the public structs.
  */
 struct rocmmem_status {
-	struct inmsg **parts; /* owns the strings the arrays below point into */
+	Rocmmem__Wire__ServerMessage **parts; /* own the strings the arrays below point into */
 	size_t nparts;
 	struct rocmmem_daemon_info daemon;
 	struct rocmmem_device_info *devices;
@@ -238,73 +236,108 @@ static void awaiting_from_wire(struct rocmmem_awaiting_info *o,
 	o->grace_left_ms = d->grace_left_ms;
 }
 
-/* fill converts the lists of every part into the public arrays. */
-static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
-{
-	size_t nd = 0, nc = 0, nl = 0, nm = 0, nw = 0, nx = 0, np = 0, nt = 0, na = 0;
+/* How many items of each list every part brings together. */
+struct status_counts {
+	size_t devices, clients, leases, models, waiters, denials, processes, limits, awaiting;
+};
 
+/* daemon_from_wire takes what a status says of the daemon itself. */
+static void daemon_from_wire(struct rocmmem_daemon_info *o, const Rocmmem__Wire__DaemonInfo *d)
+{
+	o->version = str(d->version);
+	o->pid = d->pid;
+	o->uptime_s = d->uptime_s;
+	o->backend = str(d->backend);
+	o->protocol_version = d->protocol_version;
+	o->host_fallback = d->host_fallback;
+	o->host_fallback_reason = str(d->host_fallback_reason);
+	o->heap_bytes = d->heap_bytes;
+}
+
+/* count_lists counts the items of every part, and takes what a part says only once. */
+static void count_lists(rocmmem_status *st, const struct status_lists *lists, size_t n,
+			struct status_counts *k)
+{
 	for (size_t i = 0; i < n; i++) {
 		const struct status_lists *p = &lists[i];
 
-		nd += p->n_devices;
-		nc += p->n_clients;
-		nl += p->n_leases;
-		nm += p->n_models;
-		nw += p->n_queue;
-		nx += p->n_denials;
-		nt += p->n_limits;
-		na += p->n_awaiting;
+		k->devices += p->n_devices;
+		k->clients += p->n_clients;
+		k->leases += p->n_leases;
+		k->models += p->n_models;
+		k->waiters += p->n_queue;
+		k->denials += p->n_denials;
+		k->limits += p->n_limits;
+		k->awaiting += p->n_awaiting;
+		for (size_t j = 0; j < p->n_devices; j++)
+			k->processes += p->devices[j]->n_processes;
 		if (p->access) {
 			st->access.peers_refused = p->access->peers_refused;
 			st->access.requests_refused = p->access->requests_refused;
 		}
-		for (size_t j = 0; j < p->n_devices; j++)
-			np += p->devices[j]->n_processes;
 		if (p->counters)
 			counters_from_wire(&st->counters, p->counters);
-		if (p->daemon) {
-			st->daemon.version = str(p->daemon->version);
-			st->daemon.pid = p->daemon->pid;
-			st->daemon.uptime_s = p->daemon->uptime_s;
-			st->daemon.backend = str(p->daemon->backend);
-			st->daemon.protocol_version = p->daemon->protocol_version;
-			st->daemon.host_fallback = p->daemon->host_fallback;
-			st->daemon.host_fallback_reason = str(p->daemon->host_fallback_reason);
-			st->daemon.heap_bytes = p->daemon->heap_bytes;
-		}
+		if (p->daemon)
+			daemon_from_wire(&st->daemon, p->daemon);
 	}
-	st->processes = calloc(np ? np : 1, sizeof(*st->processes));
-	st->process_first = calloc(nd ? nd : 1, sizeof(size_t));
-	st->process_count = calloc(nd ? nd : 1, sizeof(size_t));
-	st->devices = calloc(nd ? nd : 1, sizeof(*st->devices));
-	st->clients = calloc(nc ? nc : 1, sizeof(*st->clients));
-	st->leases = calloc(nl ? nl : 1, sizeof(*st->leases));
-	st->models = calloc(nm ? nm : 1, sizeof(*st->models));
-	st->waiters = calloc(nw ? nw : 1, sizeof(*st->waiters));
-	st->denials = calloc(nx ? nx : 1, sizeof(*st->denials));
-	st->limits = calloc(nt ? nt : 1, sizeof(*st->limits));
-	st->awaiting = calloc(na ? na : 1, sizeof(*st->awaiting));
+}
+
+/* allocate makes room for the counted items (at least one of each). Returns 0 or -ENOMEM. */
+static int allocate(rocmmem_status *st, const struct status_counts *k)
+{
+#define ROOM(n, what) calloc((n) ? (n) : 1, sizeof(*(what)))
+	st->processes = ROOM(k->processes, st->processes);
+	st->process_first = ROOM(k->devices, st->process_first);
+	st->process_count = ROOM(k->devices, st->process_count);
+	st->devices = ROOM(k->devices, st->devices);
+	st->clients = ROOM(k->clients, st->clients);
+	st->leases = ROOM(k->leases, st->leases);
+	st->models = ROOM(k->models, st->models);
+	st->waiters = ROOM(k->waiters, st->waiters);
+	st->denials = ROOM(k->denials, st->denials);
+	st->limits = ROOM(k->limits, st->limits);
+	st->awaiting = ROOM(k->awaiting, st->awaiting);
+#undef ROOM
 	if (!st->processes || !st->process_first || !st->process_count || !st->devices ||
 	    !st->clients || !st->leases || !st->models || !st->waiters || !st->denials ||
 	    !st->limits || !st->awaiting)
 		return error_set(-ENOMEM, "out of memory");
-	np = 0;
+	return 0;
+}
+
+/* devices_from_wire appends a part's devices and the processes each lists. */
+static void devices_from_wire(rocmmem_status *st, const struct status_lists *p, size_t *np)
+{
+	for (size_t j = 0; j < p->n_devices; j++) {
+		const Rocmmem__Wire__DeviceInfo *d = p->devices[j];
+
+		st->process_first[st->ndevices] = *np;
+		st->process_count[st->ndevices] = d->n_processes;
+		for (size_t k = 0; k < d->n_processes; k++) {
+			st->processes[*np].pid = d->processes[k]->pid;
+			st->processes[*np].vram_bytes = d->processes[k]->vram_bytes;
+			st->processes[*np].client = d->processes[k]->client;
+			(*np)++;
+		}
+		device_from_wire(&st->devices[st->ndevices++], d);
+	}
+}
+
+/* fill converts the lists of every part into the public arrays. */
+static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
+{
+	struct status_counts k = {0};
+	size_t np = 0;
+	int err;
+
+	count_lists(st, lists, n, &k);
+	err = allocate(st, &k);
+	if (err)
+		return err;
 	for (size_t i = 0; i < n; i++) {
 		const struct status_lists *p = &lists[i];
 
-		for (size_t j = 0; j < p->n_devices; j++) {
-			const Rocmmem__Wire__DeviceInfo *d = p->devices[j];
-
-			st->process_first[st->ndevices] = np;
-			st->process_count[st->ndevices] = d->n_processes;
-			for (size_t k = 0; k < d->n_processes; k++) {
-				st->processes[np].pid = d->processes[k]->pid;
-				st->processes[np].vram_bytes = d->processes[k]->vram_bytes;
-				st->processes[np].client = d->processes[k]->client;
-				np++;
-			}
-			device_from_wire(&st->devices[st->ndevices++], d);
-		}
+		devices_from_wire(st, p, &np);
 		for (size_t j = 0; j < p->n_clients; j++)
 			client_from_wire(&st->clients[st->nclients++], p->clients[j]);
 		for (size_t j = 0; j < p->n_leases; j++)
@@ -332,7 +365,7 @@ static int fill_parts(rocmmem_status *st)
 	if (!lists)
 		return error_set(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < st->nparts; i++) {
-		const Rocmmem__Wire__StatusReply *p = conn_reply(st->parts[i])->status;
+		const Rocmmem__Wire__StatusReply *p = st->parts[i]->reply->status;
 
 		lists[i] = (struct status_lists){
 		    .devices = p->devices,
@@ -361,8 +394,32 @@ static int fill_parts(rocmmem_status *st)
 	return err;
 }
 
-int status_from_sample(const rocmmem_client *c, const Rocmmem__Wire__TelemetrySample *sample,
-		       rocmmem_status **out)
+int view_status_from_parts(Rocmmem__Wire__ServerMessage **parts, size_t nparts,
+			   rocmmem_status **out)
+{
+	rocmmem_status *st = calloc(1, sizeof(*st));
+	int err;
+
+	*out = NULL;
+	if (!st) {
+		for (size_t i = 0; i < nparts; i++)
+			rocmmem__wire__server_message__free_unpacked(parts[i], NULL);
+		free(parts);
+		return error_set(-ENOMEM, "out of memory");
+	}
+	st->parts = parts;
+	st->nparts = nparts;
+	err = fill_parts(st);
+	if (err) {
+		rocmmem_status_free(st);
+		return err;
+	}
+	*out = st;
+	return 0;
+}
+
+int view_status_from_sample(const struct daemon_facts *facts,
+			    const Rocmmem__Wire__TelemetrySample *sample, rocmmem_status **out)
 {
 	const struct status_lists lists = {
 	    .devices = sample->devices,
@@ -379,10 +436,10 @@ int status_from_sample(const rocmmem_client *c, const Rocmmem__Wire__TelemetrySa
 	*out = NULL;
 	if (!st)
 		return error_set(-ENOMEM, "out of memory");
-	st->daemon.version = str(c->daemon_version);
-	st->daemon.pid = (int32_t)c->daemon_pid;
+	st->daemon.version = str(facts->version);
+	st->daemon.pid = facts->pid;
 	st->daemon.uptime_s = sample->uptime_ms / 1000;
-	st->daemon.backend = str(c->backend);
+	st->daemon.backend = str(facts->backend);
 	st->daemon.protocol_version = ROCMMEM_PROTOCOL_VERSION_1;
 	st->daemon.host_fallback_reason = "";
 	err = fill(st, &lists, 1);
@@ -399,7 +456,7 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	if (!st)
 		return;
 	for (size_t i = 0; i < st->nparts; i++)
-		inmsg_free(st->parts[i]);
+		rocmmem__wire__server_message__free_unpacked(st->parts[i], NULL);
 	free(st->parts);
 	free(st->devices);
 	free(st->processes);
@@ -413,100 +470,6 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	free(st->limits);
 	free(st->awaiting);
 	free(st);
-}
-
-static int status_request(rocmmem_client *c, rocmmem_status *st, Rocmmem__Wire__ClientMessage *msg,
-			  size_t *capp);
-
-ROCMMEM_EXPORT int rocmmem_status_get(rocmmem_client *c, rocmmem_status **out)
-{
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__StatusRequest req = ROCMMEM__WIRE__STATUS_REQUEST__INIT;
-	rocmmem_status *st;
-	size_t cap = 0;
-	int err;
-
-	if (!c || !out)
-		return error_set(-EINVAL, "rocmmem_status_get needs a client and an out pointer");
-	*out = NULL;
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return error_set(-ENOMEM, "out of memory");
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS;
-	msg.status = &req;
-	err = status_request(c, st, &msg, &cap);
-	if (!err)
-		err = fill_parts(st);
-	if (err) {
-		rocmmem_status_free(st);
-		return err;
-	}
-	*out = st;
-	return 0;
-}
-
-/*
- * status_request asks for the status and collects its parts into st. A daemon that goes away
- * mid-stream is asked again once the library has reconnected (within the usual grace).
- */
-static int status_request(rocmmem_client *c, rocmmem_status *st, Rocmmem__Wire__ClientMessage *msg,
-			  size_t *capp)
-{
-	uint64_t start = conn_now_ms(), gen = 0;
-	size_t cap = *capp;
-	int err;
-
-again:
-	msg->has_id = true;
-	msg->id = conn_next_id(c);
-	err = conn_send_gen(c, msg, &gen);
-	for (bool more = true; !err && more;) {
-		struct inmsg *m;
-		Rocmmem__Wire__Reply *r;
-
-		err = conn_wait_gen(c, msg->id, gen, CONN_REPLY_GRACE_MS, &m);
-		if (err)
-			break;
-		r = conn_reply(m);
-		if (r->has_error && r->error != 0) {
-			err = error_from_reply(r);
-			inmsg_free(m);
-			break;
-		}
-		if (r->body_case != ROCMMEM__WIRE__REPLY__BODY_STATUS ||
-		    st->nparts >= STATUS_MAX_PARTS) {
-			err = error_set(-EPROTO, "the daemon's status reply is malformed");
-			inmsg_free(m);
-			break;
-		}
-		if (st->nparts == cap) {
-			size_t ncap = cap ? cap * 2 : 4;
-			struct inmsg **p = realloc(st->parts, ncap * sizeof(*p));
-
-			if (!p) {
-				err = error_set(-ENOMEM, "out of memory");
-				inmsg_free(m);
-				break;
-			}
-			st->parts = p;
-			cap = ncap;
-		}
-		st->parts[st->nparts++] = m;
-		more = r->has_more && r->more;
-	}
-	*capp = cap;
-	if (err != CONN_LOST)
-		return err;
-	while (st->nparts > 0)
-		inmsg_free(st->parts[--st->nparts]);
-	pthread_mutex_lock(&c->lock);
-	err = conn_await(c, (c->flags & ROCMMEM_CONNECT_NO_WAIT)
-				? (int64_t)start
-				: (int64_t)(start + CONN_REPLY_GRACE_MS));
-	pthread_mutex_unlock(&c->lock);
-	if (err)
-		return err;
-	goto again;
 }
 
 ROCMMEM_EXPORT const struct rocmmem_daemon_info *rocmmem_status_daemon(const rocmmem_status *st)
@@ -544,15 +507,29 @@ ROCMMEM_EXPORT const struct rocmmem_counters *rocmmem_status_counters(const rocm
 	return &st->counters;
 }
 
-ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st, size_t device_index)
+/* position finds the device whose index is device among those the status lists. */
+static size_t position(const rocmmem_status *st, rocmmem_device_index device)
 {
-	return device_index < st->ndevices ? st->process_count[device_index] : 0;
+	for (size_t i = 0; i < st->ndevices; i++)
+		if (st->devices[i].index == device)
+			return i;
+	return SIZE_MAX;
+}
+
+ROCMMEM_EXPORT size_t rocmmem_status_process_count(const rocmmem_status *st,
+						   rocmmem_device_index device)
+{
+	size_t p = position(st, device);
+
+	return p == SIZE_MAX ? 0 : st->process_count[p];
 }
 
 ROCMMEM_EXPORT const struct rocmmem_process_info *
-rocmmem_status_process(const rocmmem_status *st, size_t device_index, size_t index)
+rocmmem_status_process(const rocmmem_status *st, rocmmem_device_index device, size_t index)
 {
-	if (device_index >= st->ndevices || index >= st->process_count[device_index])
+	size_t p = position(st, device);
+
+	if (p == SIZE_MAX || index >= st->process_count[p])
 		return NULL;
-	return &st->processes[st->process_first[device_index] + index];
+	return &st->processes[st->process_first[p] + index];
 }

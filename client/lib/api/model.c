@@ -3,7 +3,13 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "conn/client.h"
+
+/* The sizes of the first versions (1.0) of the structs that grow: every caller's. */
+#define MODEL_DESC_1_0 ABI_END(struct rocmmem_model_desc, pinned)
+#define EVICT_RESULT_1_0 ABI_END(struct rocmmem_evict_result, revoked)
 
 /* call sends a request and waits for its plain acknowledgement (or the daemon's error). */
 static int call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t wait_ms)
@@ -45,18 +51,6 @@ static int call_waiting(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, in
 	return err;
 }
 
-void model_granted(rocmmem_client *c, uint64_t host_id, uint64_t generation)
-{
-	struct lib_model *lm;
-
-	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, host_id);
-	/* The host holds this residency now: events of older ones are stale from here on. */
-	if (lm && generation > lm->generation)
-		lm->generation = generation;
-	pthread_mutex_unlock(&c->lock);
-}
-
 /* tracked runs fn on this client's record of a model (lock held), if it is this client's. */
 static void tracked(rocmmem_client *c, uint64_t model_id, void (*fn)(struct lib_model *, uint64_t),
 		    uint64_t arg)
@@ -64,7 +58,7 @@ static void tracked(rocmmem_client *c, uint64_t model_id, void (*fn)(struct lib_
 	struct lib_model *lm;
 
 	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, model_id);
+	lm = held_model(c, model_id);
 	if (lm)
 		fn(lm, arg);
 	pthread_mutex_unlock(&c->lock);
@@ -96,19 +90,25 @@ static void pinned(struct lib_model *lm, uint64_t pin)
 	lm->pinned = pin != 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmmem_model_desc *desc,
+ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c,
+					  const struct rocmmem_model_desc *description,
 					  uint64_t *model_id)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelRegister reg = ROCMMEM__WIRE__MODEL_REGISTER__INIT;
+	struct rocmmem_model_desc copy, *desc = &copy;
 	Rocmmem__Wire__Reply *r;
 	uint64_t daemon_id;
 	struct inmsg *m;
 	int err;
 
-	if (!c || !desc || !model_id)
+	if (!c || !description || !model_id)
 		return error_set(-EINVAL, "rocmmem_model_register needs a client, a description "
 					  "and somewhere to store the id");
+	err = abi_take(&copy, sizeof(copy), description, description->struct_size, MODEL_DESC_1_0,
+		       "rocmmem_model_desc");
+	if (err)
+		return err;
 	reg.has_device = true;
 	reg.device = desc->device;
 	reg.name = (char *)desc->name;
@@ -132,7 +132,7 @@ ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmme
 	}
 	daemon_id = r->model->model_id;
 	inmsg_free(m);
-	err = model_track(c, daemon_id, desc, model_id);
+	err = held_model_track(c, daemon_id, desc, model_id);
 	if (err) {
 		/* Unknown to the library, it could not be declared again after a restart. */
 		rocmmem_model_unregister(c, daemon_id);
@@ -141,7 +141,8 @@ ROCMMEM_EXPORT int rocmmem_model_register(rocmmem_client *c, const struct rocmme
 	return 0;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, int64_t timeout_ms)
+ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id,
+					 rocmmem_timeout_ms timeout_ms)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelAcquire req = ROCMMEM__WIRE__MODEL_ACQUIRE__INIT;
@@ -151,14 +152,14 @@ ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id, i
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_acquire needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_timeout_ms = true;
 	req.timeout_ms = timeout_ms;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE;
 	msg.model_acquire = &req;
 	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
 	if (err == 0) {
-		model_granted(c, model_id, gen);
+		held_model_granted(c, model_id, gen);
 		tracked(c, model_id, acquired, 0);
 	}
 	return err;
@@ -173,7 +174,7 @@ ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *c, uint64_t model_id)
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_release needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RELEASE;
 	msg.model_release = &req;
 	err = call(c, &msg, CONN_REPLY_GRACE_MS);
@@ -183,7 +184,7 @@ ROCMMEM_EXPORT int rocmmem_model_release(rocmmem_client *c, uint64_t model_id)
 }
 
 ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, uint64_t reservation,
-					int64_t timeout_ms)
+					rocmmem_timeout_ms timeout_ms)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__ModelResize req = ROCMMEM__WIRE__MODEL_RESIZE__INIT;
@@ -193,7 +194,7 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_resize needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_reservation = true;
 	req.reservation = reservation;
 	req.has_timeout_ms = true;
@@ -202,7 +203,7 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 	msg.model_resize = &req;
 	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
 	if (err == 0) {
-		model_granted(c, model_id, gen);
+		held_model_granted(c, model_id, gen);
 		tracked(c, model_id, resized, reservation);
 	}
 	return err;
@@ -217,12 +218,12 @@ ROCMMEM_EXPORT int rocmmem_model_unregister(rocmmem_client *c, uint64_t model_id
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_unregister needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_UNREGISTER;
 	msg.model_unregister = &req;
 	err = call(c, &msg, CONN_REPLY_GRACE_MS);
 	/* Forgotten here whatever the daemon said: it is never declared again. */
-	model_untrack(c, model_id);
+	held_model_untrack(c, model_id);
 	return err;
 }
 
@@ -234,7 +235,7 @@ static uint64_t ack_generation(rocmmem_client *c, uint64_t model_id)
 	uint64_t gen = 0;
 
 	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, model_id);
+	lm = held_model(c, model_id);
 	if (lm)
 		gen = lm->evict_generation ? lm->evict_generation : lm->generation;
 	pthread_mutex_unlock(&c->lock);
@@ -270,7 +271,7 @@ ROCMMEM_EXPORT int rocmmem_model_evict_ack_generation(rocmmem_client *c, uint64_
 	if (generation == 0)
 		generation = ack_generation(c, model_id);
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	/* A model this library never heard of has no generation: the daemon decides. */
 	req.has_generation = generation != 0;
 	req.generation = generation;
@@ -299,27 +300,32 @@ ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *c, uint64_t mod
 	if (!c)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	lm = model_by_id(c, model_id);
+	lm = held_model(c, model_id);
 	if (lm)
 		gen = lm->generation;
 	pthread_mutex_unlock(&c->lock);
 	return gen;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uint64_t *bytes_freed)
+ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id,
+				       struct rocmmem_evict_result *result)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__AdminRequest admin = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
 	Rocmmem__Wire__AdminEvictModel req = ROCMMEM__WIRE__ADMIN_EVICT_MODEL__INIT;
+	struct rocmmem_evict_result got = {.struct_size = sizeof(got)};
 	Rocmmem__Wire__Reply *r;
 	struct inmsg *m;
-	bool revoked;
 	int err;
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_evict needs a client");
+	/* A result too small is refused before the daemon is asked anything. */
+	if (result && result->struct_size < EVICT_RESULT_1_0)
+		return abi_give(result, result->struct_size, &got, sizeof(got), EVICT_RESULT_1_0,
+				"rocmmem_evict_result");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL;
 	admin.evict_model = &req;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN;
@@ -329,12 +335,14 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id, uin
 	if (err)
 		return err;
 	r = conn_reply(m);
-	revoked = r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT && r->evict->revoked;
-	if (bytes_freed)
-		*bytes_freed =
-		    r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT ? r->evict->bytes_freed : 0;
+	if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_EVICT) {
+		got.bytes_freed = r->evict->bytes_freed;
+		got.revoked = r->evict->revoked ? 1 : 0;
+	}
 	inmsg_free(m);
-	return revoked ? 1 : 0;
+	return result ? abi_give(result, result->struct_size, &got, sizeof(got), EVICT_RESULT_1_0,
+				 "rocmmem_evict_result")
+		      : 0;
 }
 
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int pin)
@@ -347,7 +355,7 @@ ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int p
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_model_pin needs a client");
 	req.has_model_id = true;
-	req.model_id = model_daemon_id(c, model_id);
+	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_pinned = true;
 	req.pinned = pin != 0;
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL;

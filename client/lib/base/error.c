@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error.h"
+#include "rocmmem.h"
 
 /* Per thread, like errno: no global buffer that threads would overwrite for each other. */
 static _Thread_local char last_message[1024];

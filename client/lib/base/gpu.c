@@ -12,7 +12,8 @@
 
 #include "cuda_api.h"
 #include "hip_api.h"
-#include "internal.h"
+#include "error.h"
+#include "rocmmem.h"
 
 /* The runtimes, loaded once per process on the first GPU lease and kept until exit. */
 static pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -2,9 +2,10 @@
 /* trim.c: asking the daemon to return its runtime's cached memory to the driver. */
 #include <errno.h>
 
-#include "internal.h"
+#include "base/error.h"
+#include "conn/client.h"
 
-ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *c, int device, uint64_t *released)
+ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *c, rocmmem_device_index device, uint64_t *released)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__TrimRequest req = ROCMMEM__WIRE__TRIM_REQUEST__INIT;
@@ -14,9 +15,9 @@ ROCMMEM_EXPORT int rocmmem_trim(rocmmem_client *c, int device, uint64_t *release
 
 	if (!c)
 		return error_set(-EINVAL, "rocmmem_trim needs a client");
-	if (device >= 0) {
+	if (device != ROCMMEM_ALL_DEVICES) {
 		req.has_device = true;
-		req.device = (uint32_t)device;
+		req.device = device;
 	}
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_TRIM;
 	msg.trim = &req;

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c: the connection's socket: sending requests (any thread, without the lock), and the one
+ * reader that receives for everyone and files what arrives: replies to their requesters,
+ * events to their queues, late replies undone.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/error.h"
+#include "client.h"
+
+/*
+ * send_packed sends one packed request on fd. A SEQPACKET send is atomic, so threads may send
+ * without holding the lock. A daemon that stopped reading must not hang the caller: wait for
+ * room a bounded time. Returns 0 or a negative errno (message recorded).
+ */
+static int send_packed(int fd, const uint8_t *buf, size_t len)
+{
+	int err;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+
+		err = wire_send(fd, buf, len, NULL, 0, MSG_DONTWAIT);
+		if (err != -EAGAIN)
+			break;
+		if (poll(&pfd, 1, CONN_REPLY_GRACE_MS) == 0) {
+			err = -ETIMEDOUT;
+			break;
+		}
+	}
+	if (err == -EPIPE || err == -ECONNRESET)
+		return error_set(-ECONNRESET, "the connection to rocmmemd ended");
+	if (err == -ETIMEDOUT)
+		return error_set(err, "rocmmemd has not read its socket for %d s",
+				 CONN_REPLY_GRACE_MS / 1000);
+	if (err)
+		return error_set(err, "Could not send a request to rocmmemd: %s", strerror(-err));
+	return 0;
+}
+
+/* pack packs msg into small or a buffer it allocates (*buf). Returns the length or an error. */
+static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t small_len,
+		    uint8_t **buf)
+{
+	size_t need = protobuf_c_message_get_packed_size(&msg->base);
+
+	*buf = small;
+	if (need > WIRE_MAX_FRAME)
+		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
+				 WIRE_MAX_FRAME);
+	if (need > small_len) {
+		*buf = malloc(need);
+		if (!*buf)
+			return error_set(-ENOMEM, "out of memory");
+	}
+	protobuf_c_message_pack(&msg->base, *buf);
+	return (ssize_t)need;
+}
+
+static bool take_abandoned(rocmmem_client *c, uint64_t id)
+{
+	for (struct abandoned **p = &c->abandoned; *p; p = &(*p)->next) {
+		if ((*p)->id == id) {
+			struct abandoned *a = *p;
+
+			*p = a->next;
+			free(a);
+			return true;
+		}
+	}
+	return false;
+}
+
+void conn_abandon(rocmmem_client *c, uint64_t id)
+{
+	struct abandoned *a = malloc(sizeof(*a));
+
+	if (!a)
+		return; /* its late reply will sit unclaimed until disconnect: bounded by one */
+	a->id = id;
+	a->next = c->abandoned;
+	c->abandoned = a;
+}
+
+/*
+ * undo_late_reply handles a reply nobody waits for any more: a lease granted after its
+ * requester gave up is released at once, so the daemon does not charge it to this process.
+ * Lock held, by the thread reading the current connection.
+ */
+static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Reply *r = conn_reply(m);
+
+	if (r->has_more && r->more)
+		conn_abandon(c, r->id); /* further parts follow under the same id */
+	if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_LEASE && r->lease->has_lease_id) {
+		Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+		Rocmmem__Wire__LeaseRelease rel = ROCMMEM__WIRE__LEASE_RELEASE__INIT;
+		uint8_t small[256], *buf;
+		ssize_t len;
+
+		rel.has_lease_id = true;
+		rel.lease_id = r->lease->lease_id;
+		msg.has_id = true;
+		msg.id = c->next_id++;
+		msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
+		msg.lease_release = &rel;
+		len = pack(&msg, small, sizeof(small), &buf);
+		if (len > 0 && send_packed(c->fd, buf, (size_t)len) == 0)
+			conn_abandon(c, msg.id);
+		if (len > 0 && buf != small)
+			free(buf);
+	}
+	inmsg_free(m);
+}
+
+/* file_message sorts a received message: replies to their requesters, events to the queues. */
+static void file_message(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Reply *r = conn_reply(m);
+
+	if (!r) {
+		conn_note_event(c, m);
+		conn_queue_event(c, m);
+		return;
+	}
+	if (!r->has_id || r->id == 0) {
+		/* A connection-level refusal (too many clients, protocol error): the daemon closes
+		 * the connection next, and this is why. */
+		c->refused = true;
+		c->hooks->lost(c, c->gen, r->has_error && r->error < 0 ? r->error : -EPROTO,
+			       r->message ? r->message : "the daemon refused the connection");
+		inmsg_free(m);
+		return;
+	}
+	if (take_abandoned(c, r->id)) {
+		undo_late_reply(c, m);
+		return;
+	}
+	m->next = c->replies;
+	c->replies = m;
+}
+
+/*
+ * receive_one waits up to timeout_ms for one message and unpacks it. Called by the one thread
+ * that is reading, without the lock. Returns 1 with *out set, 0 on timeout, or a negative
+ * errno when the connection is over (why in the buffer).
+ */
+static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out, char *why,
+		       size_t why_len)
+{
+	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+	struct inmsg *m;
+	ssize_t n;
+	int rc;
+
+	do {
+		int wait = timeout_ms < 0 ? -1 : timeout_ms > 1000000 ? 1000000 : (int)timeout_ms;
+
+		rc = poll(&pfd, 1, wait);
+	} while (rc < 0 && errno == EINTR);
+	if (rc < 0) {
+		snprintf(why, why_len, "Could not poll the connection: %s", strerror(errno));
+		return -errno;
+	}
+	if (rc == 0)
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return 0; /* try again later; the message stays in the socket */
+	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, MSG_DONTWAIT);
+	if (n == -EAGAIN) {
+		free(m);
+		return 0;
+	}
+	if (n <= 0) {
+		free(m);
+		snprintf(why, why_len, "%s",
+			 n == 0 ? "the daemon closed the connection"
+				: "the connection to rocmmemd failed");
+		return n == 0 || n == -EPIPE ? -ECONNRESET : (int)n;
+	}
+	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
+	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
+		inmsg_free(m);
+		snprintf(why, why_len, "the daemon sent a message this library cannot decode");
+		return -EPROTO;
+	}
+	*out = m;
+	return 1;
+}
+
+/*
+ * last_words files what a daemon that closed connection gen sent before it did (that it stops,
+ * why it refused us), which a failed send would otherwise leave unread: whether the end is
+ * final, and whether the daemon took this client's memory back, depends on it. Lock held.
+ */
+static void last_words(rocmmem_client *c, uint64_t gen)
+{
+	while (!c->reading && c->gen == gen && !c->broken && !c->reconnecting) {
+		struct inmsg *m = NULL;
+		char why[256];
+		int rc;
+
+		c->reading = true;
+		pthread_mutex_unlock(&c->lock);
+		rc = receive_one(c, 0, &m, why, sizeof(why));
+		pthread_mutex_lock(&c->lock);
+		c->reading = false;
+		if (rc <= 0)
+			break;
+		file_message(c, m);
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
+bool conn_pump(rocmmem_client *c, int64_t timeout_ms)
+{
+	char why[256] = "";
+	struct inmsg *m = NULL;
+	uint64_t gen = c->gen;
+	int rc;
+
+	c->reading = true;
+	pthread_mutex_unlock(&c->lock);
+	rc = receive_one(c, timeout_ms, &m, why, sizeof(why));
+	pthread_mutex_lock(&c->lock);
+	c->reading = false;
+	if (rc > 0)
+		file_message(c, m);
+	else if (rc < 0)
+		c->hooks->lost(c, gen, rc, why);
+	pthread_cond_broadcast(&c->cond);
+	return rc != 0;
+}
+
+int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t *gen)
+{
+	uint8_t small[1024], *buf;
+	ssize_t len = pack(msg, small, sizeof(small), &buf);
+	int fd, err;
+
+	if (len < 0)
+		return (int)len;
+	pthread_mutex_lock(&c->lock);
+	if (c->broken || c->reconnecting) {
+		err = c->broken ? error_set(c->broken_err, "%s", c->broken_msg) : CONN_LOST;
+		pthread_mutex_unlock(&c->lock);
+		goto out;
+	}
+	fd = c->fd;
+	*gen = c->gen;
+	/* A new connection takes this fd's number only once no thread sends on the old one. */
+	c->sending++;
+	pthread_mutex_unlock(&c->lock);
+	err = send_packed(fd, buf, (size_t)len);
+	pthread_mutex_lock(&c->lock);
+	c->sending--;
+	if (err == -ECONNRESET) {
+		last_words(c, *gen);
+		c->hooks->lost(c, *gen, err, "the connection to rocmmemd ended");
+		if (c->reconnecting)
+			err = CONN_LOST;
+		else if (c->broken && c->refused) /* the daemon said why: that is the error */
+			err = error_set(c->broken_err, "%s", c->broken_msg);
+	}
+	if (c->sending == 0)
+		pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+out:
+	if (buf != small)
+		free(buf);
+	return err;
+}

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_api.c: the promises of rocmmem.h's 1.0 ABI, on a real daemon: versions, structs that
+ * grow (struct_size), results by out-parameters instead of positive codes, one type for
+ * timeouts and devices, and what rocmmem_disconnect refuses.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static struct daemon_proc daemon_;
+
+static int setup(void **state)
+{
+	/* A short eviction deadline: one case waits for a revocation. */
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
+
+	(void)state;
+	return harness_daemon_start(&daemon_, args);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
+}
+
+/* after_each checks that every case leaves the daemon with nothing leased. */
+static int after_each(void **state)
+{
+	(void)state;
+	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void test_versions(void **state)
+{
+	char want[32];
+
+	(void)state;
+	snprintf(want, sizeof(want), "%d.%d.%d", ROCMMEM_VERSION_MAJOR, ROCMMEM_VERSION_MINOR,
+		 ROCMMEM_VERSION_PATCH);
+	assert_string_equal(rocmmem_version(), want);
+	assert_int_equal(rocmmem_version_number(), ROCMMEM_VERSION_NUMBER);
+	assert_int_equal(ROCMMEM_VERSION_NUMBER, ROCMMEM_VERSION_MAJOR * 10000 +
+						     ROCMMEM_VERSION_MINOR * 100 +
+						     ROCMMEM_VERSION_PATCH);
+	assert_int_equal(ROCMMEM_VERSION_MAJOR, 1);
+	assert_true(ROCMMEM_VERSION_AT_LEAST(1, 0));
+	assert_false(ROCMMEM_VERSION_AT_LEAST(ROCMMEM_VERSION_MAJOR, ROCMMEM_VERSION_MINOR + 1));
+	assert_false(ROCMMEM_VERSION_AT_LEAST(ROCMMEM_VERSION_MAJOR + 1, 0));
+	/* Timeouts are signed (< 0: forever), devices unsigned with a value for "all". */
+	assert_true((rocmmem_timeout_ms)-1 < 0);
+	assert_int_equal(ROCMMEM_WAIT_FOREVER, -1);
+	assert_int_equal(ROCMMEM_NO_WAIT, 0);
+	assert_int_equal(sizeof(rocmmem_device_index), 4);
+	assert_int_equal(ROCMMEM_ALL_DEVICES, UINT32_MAX);
+}
+
+/* A lease request as a program built against a newer header would pass it. */
+struct newer_request {
+	struct rocmmem_lease_request r;
+	uint64_t future;
+};
+
+static void test_lease_request_struct_size(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "api-sizes");
+	struct rocmmem_lease_request req = ROCMMEM_LEASE_REQUEST_INIT;
+	struct newer_request newer = {.r = {.struct_size = sizeof(newer), .size = 2 * MiB}};
+	rocmmem_lease *l = NULL;
+
+	(void)state;
+	assert_int_equal(req.struct_size, sizeof(req));
+	req.size = 2 * MiB;
+	/* Too small for any version of the struct: refused before anything is asked. */
+	req.struct_size = 0;
+	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), -EINVAL);
+	assert_null(l);
+	assert_non_null(strstr(rocmmem_last_error(), "struct_size"));
+	req.struct_size = offsetof(struct rocmmem_lease_request, model_id);
+	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), -EINVAL);
+	/* Larger, its unknown tail zero: the fields it does not know take their defaults. */
+	assert_int_equal(rocmmem_lease_acquire(c, &newer.r, &l), 0);
+	assert_int_equal(rocmmem_lease_size(l), 2 * MiB);
+	assert_int_equal(rocmmem_lease_release(l), 0);
+	/* Larger, asking for what this library does not know: refused, nothing granted. */
+	l = NULL;
+	newer.future = 1;
+	assert_int_equal(rocmmem_lease_acquire(c, &newer.r, &l), -EOPNOTSUPP);
+	assert_null(l);
+	assert_non_null(strstr(rocmmem_last_error(), "newer rocmmem.h"));
+	assert_int_equal(rocmmem_disconnect(c), 0);
+}
+
+static void test_connect_options_and_model_desc_struct_size(void **state)
+{
+	struct {
+		struct rocmmem_connect_options o;
+		uint32_t future;
+	} newer = {.o = {.struct_size = sizeof(newer),
+			 .socket_path = daemon_.sock,
+			 .name = "api-newer",
+			 .timeout_ms = 5000}};
+	struct rocmmem_connect_options o = ROCMMEM_CONNECT_OPTIONS_INIT;
+	struct {
+		struct rocmmem_model_desc d;
+		uint64_t future;
+	} desc = {.d = {.struct_size = sizeof(desc), .name = "api-model", .size = 4 * MiB}};
+	rocmmem_client *c = NULL;
+	uint64_t id = 0;
+
+	(void)state;
+	o.socket_path = daemon_.sock;
+	o.struct_size = sizeof(size_t);
+	assert_int_equal(rocmmem_connect_with(&o, &c), -EINVAL);
+	assert_null(c);
+	newer.future = 7;
+	assert_int_equal(rocmmem_connect_with(&newer.o, &c), -EOPNOTSUPP);
+	assert_null(c);
+	newer.future = 0;
+	assert_int_equal(rocmmem_connect_with(&newer.o, &c), 0);
+	assert_int_equal(rocmmem_client_device_count(c), 1);
+	desc.d.struct_size = offsetof(struct rocmmem_model_desc, pinned);
+	assert_int_equal(rocmmem_model_register(c, &desc.d, &id), -EINVAL);
+	desc.d.struct_size = sizeof(desc);
+	desc.future = 1;
+	assert_int_equal(rocmmem_model_register(c, &desc.d, &id), -EOPNOTSUPP);
+	desc.future = 0;
+	assert_int_equal(rocmmem_model_register(c, &desc.d, &id), 0);
+	assert_true(id != 0);
+	assert_int_equal(rocmmem_model_unregister(c, id), 0);
+	assert_int_equal(rocmmem_disconnect(c), 0);
+}
+
+/* The owner of a model, acking evict requests (or not) from its own thread. */
+struct owner {
+	rocmmem_client *c;
+	uint64_t model;
+	bool ack;
+	int acked;
+	rocmmem_timeout_ms deadline_ms; /* of the latest evict request */
+	bool stop;			/* atomic */
+	pthread_t thread;
+};
+
+static void owner_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
+{
+	struct owner *o = userdata;
+
+	/* Recorded, checked by the test's thread (this may run on the owner's). */
+	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST)
+		o->deadline_ms = ev->deadline_ms;
+	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST && o->ack)
+		__atomic_store_n(&o->acked, rocmmem_model_evict_ack(c, ev->model_id) == 0 ? 1 : -1,
+				 __ATOMIC_SEQ_CST);
+}
+
+static void *owner_loop(void *arg)
+{
+	struct owner *o = arg;
+
+	while (!__atomic_load_n(&o->stop, __ATOMIC_SEQ_CST)) {
+		rocmmem_dispatch(o->c);
+		sleep_ms(5);
+	}
+	return NULL;
+}
+
+static void owner_start(struct owner *o, const char *name, bool ack)
+{
+	struct rocmmem_model_desc d = {.struct_size = sizeof(d), .name = name, .size = 8 * MiB};
+
+	o->c = harness_connect(&daemon_, name);
+	o->ack = ack;
+	rocmmem_set_event_callback(o->c, owner_event, o);
+	assert_int_equal(rocmmem_model_register(o->c, &d, &o->model), 0);
+	assert_int_equal(rocmmem_model_acquire(o->c, o->model, ROCMMEM_NO_WAIT), 0);
+	assert_int_equal(rocmmem_model_release(o->c, o->model), 0);
+	assert_int_equal(pthread_create(&o->thread, NULL, owner_loop, o), 0);
+}
+
+/* acked waits for the owner's ack to return: the daemon may answer the eviction first. */
+static int acked(struct owner *o)
+{
+	for (long waited = 0; waited < HARNESS_WAIT_MS; waited += 5) {
+		int v = __atomic_load_n(&o->acked, __ATOMIC_SEQ_CST);
+
+		if (v)
+			return v;
+		sleep_ms(5);
+	}
+	return 0;
+}
+
+static void owner_stop(struct owner *o)
+{
+	__atomic_store_n(&o->stop, true, __ATOMIC_SEQ_CST);
+	assert_int_equal(pthread_join(o->thread, NULL), 0);
+	assert_int_equal(rocmmem_disconnect(o->c), 0);
+}
+
+static void test_model_evict_result(void **state)
+{
+	struct {
+		struct rocmmem_evict_result r;
+		uint64_t future;
+	} newer = {.r = {.struct_size = sizeof(newer)}, .future = 0xdead};
+	struct rocmmem_evict_result res = ROCMMEM_EVICT_RESULT_INIT, small = {.struct_size = 8};
+	/* Static: an owner's thread must never outlive its struct, even when an assertion here
+	 * ends the case early. */
+	static struct owner acking, deaf;
+
+	(void)state;
+	owner_start(&acking, "api-acks", true);
+	/* A result too small is refused before the daemon is asked: the model stays. */
+	assert_int_equal(rocmmem_model_evict(acking.c, acking.model, &small), -EINVAL);
+	assert_int_equal(__atomic_load_n(&acking.acked, __ATOMIC_SEQ_CST), 0);
+	/* The owner unloads in time: 0, not revoked, its bytes back. */
+	assert_int_equal(rocmmem_model_evict(acking.c, acking.model, &res), 0);
+	assert_int_equal(acked(&acking), 1);
+	/* The owner's time to unload, a rocmmem_timeout_ms: the daemon's --evict-deadline. */
+	assert_int_equal(acking.deadline_ms, 1000);
+	assert_int_equal(res.revoked, 0);
+	assert_int_equal(res.bytes_freed, 8 * MiB);
+	assert_int_equal(res.struct_size, sizeof(res));
+	owner_stop(&acking);
+	/* The owner misses its deadline: still 0, and the result says revoked. A newer caller's
+	 * bigger result gets its unknown tail zeroed, its struct_size kept. */
+	owner_start(&deaf, "api-deaf", false);
+	assert_int_equal(rocmmem_model_evict(deaf.c, deaf.model, &newer.r), 0);
+	assert_int_equal(newer.r.revoked, 1);
+	assert_int_equal(newer.r.bytes_freed, 8 * MiB);
+	assert_int_equal(newer.r.struct_size, sizeof(newer));
+	assert_int_equal(newer.future, 0);
+	/* Evicting what holds nothing, without a result: 0. */
+	assert_int_equal(rocmmem_model_evict(deaf.c, deaf.model, NULL), 0);
+	owner_stop(&deaf);
+}
+
+static void test_subscribe_interval_out(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "api-subscribe");
+	uint32_t got = 12345;
+
+	(void)state;
+	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 25, &got), 0);
+	assert_int_equal(got, 25);
+	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_EVENTS, 0, &got), 0);
+	assert_int_equal(got, 0);
+	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 40, NULL), 0);
+	got = 12345;
+	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 5, &got), -EINVAL);
+	assert_int_equal(got, 12345);
+	assert_int_equal(rocmmem_unsubscribe(c), 0);
+	assert_int_equal(rocmmem_disconnect(c), 0);
+}
+
+static void test_devices_by_index(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "api-devices");
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
+	rocmmem_status *st = NULL;
+	rocmmem_lease *l = NULL;
+	uint64_t released = 1;
+
+	(void)state;
+	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), 0);
+	assert_int_equal(rocmmem_lease_device(l), 0);
+	assert_int_equal(rocmmem_lease_ipc_handle(l, NULL, NULL), -EINVAL);
+	assert_int_equal(rocmmem_lease_release(l), 0);
+	assert_int_equal(rocmmem_trim(c, ROCMMEM_ALL_DEVICES, &released), 0);
+	assert_int_equal(rocmmem_trim(c, rocmmem_client_device_count(c), NULL), -ENODEV);
+	req.device = rocmmem_client_device_count(c);
+	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), -ENODEV);
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	assert_int_equal(rocmmem_status_device(st, 0)->index, 0);
+	/* Processes are asked for by the device's index; one the status lacks has none. */
+	assert_int_equal(rocmmem_status_process_count(st, 9), 0);
+	assert_null(rocmmem_status_process(st, 9, 0));
+	assert_null(rocmmem_status_process(st, 0, rocmmem_status_process_count(st, 0)));
+	assert_int_equal(rocmmem_disconnect(c), 0);
+	/* A snapshot outlives its client. */
+	assert_int_equal(rocmmem_status_device(st, 0)->budget_bytes, 64 * MiB);
+	rocmmem_status_free(st);
+}
+
+struct in_callback {
+	int calls, result;
+};
+
+static void disconnect_inside(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
+{
+	struct in_callback *s = userdata;
+
+	(void)ev;
+	s->calls++;
+	s->result = rocmmem_disconnect(c);
+}
+
+static void test_disconnect_refused_from_the_callback(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "api-callback");
+	struct in_callback seen = {0};
+	rocmmem_status *st = NULL;
+	long waited = 0;
+
+	(void)state;
+	assert_int_equal(rocmmem_set_event_callback(NULL, disconnect_inside, &seen), -EINVAL);
+	assert_int_equal(rocmmem_set_event_callback(c, disconnect_inside, &seen), 0);
+	assert_int_equal(rocmmem_subscribe(c, ROCMMEM_SUBSCRIBE_SAMPLES, 10, NULL), 0);
+	while (seen.calls == 0 && waited < HARNESS_WAIT_MS) {
+		assert_true(rocmmem_dispatch(c) >= 0);
+		sleep_ms(5);
+		waited += 5;
+	}
+	assert_true(seen.calls > 0);
+	assert_int_equal(seen.result, -EBUSY);
+	/* Nothing was freed: the client still works, and frees once out of the callback. */
+	assert_int_equal(rocmmem_set_event_callback(c, NULL, NULL), 0);
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	rocmmem_status_free(st);
+	assert_int_equal(rocmmem_disconnect(c), 0);
+	assert_int_equal(rocmmem_disconnect(NULL), 0);
+}
+
+struct waiter {
+	rocmmem_client *c;
+	rocmmem_lease *l;
+	int result;
+};
+
+static void *wait_for_memory(void *arg)
+{
+	struct waiter *w = arg;
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 32 * MiB, .timeout_ms = ROCMMEM_WAIT_FOREVER};
+
+	w->result = rocmmem_lease_acquire(w->c, &req, &w->l);
+	return NULL;
+}
+
+/* queued says whether the daemon's queue holds a request (asked through c). */
+static bool queued(rocmmem_client *c)
+{
+	rocmmem_status *st = NULL;
+	bool yes;
+
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	yes = rocmmem_status_waiter_count(st) > 0;
+	rocmmem_status_free(st);
+	return yes;
+}
+
+static void test_disconnect_refused_while_a_thread_waits(void **state)
+{
+	rocmmem_client *holder = harness_connect(&daemon_, "api-holder");
+	struct rocmmem_lease_request big = {.struct_size = sizeof(big), .size = 48 * MiB};
+	struct waiter w = {.c = harness_connect(&daemon_, "api-waiter")};
+	rocmmem_lease *held = NULL;
+	pthread_t t;
+	long waited = 0;
+
+	(void)state;
+	assert_int_equal(rocmmem_lease_acquire(holder, &big, &held), 0);
+	assert_int_equal(pthread_create(&t, NULL, wait_for_memory, &w), 0);
+	while (!queued(holder) && waited < HARNESS_WAIT_MS) {
+		sleep_ms(10);
+		waited += 10;
+	}
+	assert_true(queued(holder));
+	/* Another thread waits for memory inside a call on w.c: freeing it now would pull the
+	 * client from under that thread. */
+	assert_int_equal(rocmmem_disconnect(w.c), -EBUSY);
+	assert_non_null(strstr(rocmmem_last_error(), "in use"));
+	assert_int_equal(rocmmem_lease_release(held), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.result, 0);
+	assert_int_equal(rocmmem_lease_release(w.l), 0);
+	assert_int_equal(rocmmem_disconnect(w.c), 0);
+	assert_int_equal(rocmmem_disconnect(holder), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_versions, after_each),
+	    cmocka_unit_test_teardown(test_lease_request_struct_size, after_each),
+	    cmocka_unit_test_teardown(test_connect_options_and_model_desc_struct_size, after_each),
+	    cmocka_unit_test_teardown(test_model_evict_result, after_each),
+	    cmocka_unit_test_teardown(test_subscribe_interval_out, after_each),
+	    cmocka_unit_test_teardown(test_devices_by_index, after_each),
+	    cmocka_unit_test_teardown(test_disconnect_refused_from_the_callback, after_each),
+	    cmocka_unit_test_teardown(test_disconnect_refused_while_a_thread_waits, after_each),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
