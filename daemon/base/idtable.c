@@ -123,6 +123,20 @@ void *idtable_next(const struct idtable *t, uint64_t after_id, uint64_t *id)
 	return NULL;
 }
 
+void *idtable_each(const struct idtable *t, size_t *pos, uint64_t *id)
+{
+	while (*pos < t->len) {
+		const struct idtable_slot *slot = &t->slots[(*pos)++];
+
+		if (slot->item && slot->item != RESERVED) {
+			if (id)
+				*id = slot->id;
+			return slot->item;
+		}
+	}
+	return NULL;
+}
+
 /* clear turns slot i into a tombstone. */
 static void clear(struct idtable *t, size_t i)
 {

@@ -166,9 +166,10 @@ bool policy_bypass(const struct state *s, const struct device *d, const struct w
 		if (i < 0)
 			continue;
 		/* Only a holder with memory in use here, and only its first request behind the
-		 * head that fits now without eviction and takes nothing the head could have. */
-		if (!policy_fits(d, w) || held_in_use(w->holder, d, head->model) == 0 ||
-		    !placement_may_bypass(&b, policy_need(w))) {
+		 * head that fits now without eviction and takes nothing the head could have (the
+		 * cheaper questions first: the fit walks the device's models). */
+		if (held_in_use(w->holder, d, head->model) == 0 ||
+		    !placement_may_bypass(&b, policy_need(w)) || !policy_fits(d, w)) {
 			x->cleared[i] = true; /* its later requests stay behind this one */
 			continue;
 		}

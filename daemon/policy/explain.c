@@ -128,7 +128,7 @@ static void gather(const struct state *s, const struct device *d, const struct w
 	const struct holder *c;
 	const struct waiter *q;
 	const struct model *m;
-	uint64_t after = 0;
+	size_t at = 0;
 
 	memset(f, 0, sizeof(*f));
 	f->now_ms = now_ms;
@@ -150,10 +150,9 @@ static void gather(const struct state *s, const struct device *d, const struct w
 		f->ahead_bytes += policy_need(q);
 	}
 	/* The holders still connected, oldest first. */
-	while ((c = state_holder_next(s, after))) {
+	while ((c = idtable_each(&s->holders, &at, NULL))) {
 		uint64_t bytes = holder_bytes_on(c, d->index, NULL);
 
-		after = c->id;
 		if (c == w->holder) {
 			f->own_bytes = bytes;
 			f->own_leases = c->device_bytes[d->index];

@@ -101,7 +101,11 @@ bool policy_blocked(const struct device *d, const struct waiter *w)
 		return true;
 	if (!class_exclusion_any(&d->exclusive))
 		return false;
-	policy_request_of(d, w, policy_need(w), &r);
+	/* A conflict is the model's and the rules' alone: no bytes to count. */
+	memset(&r, 0, sizeof(r));
+	r.exclusive = &d->exclusive;
+	r.model = w->model;
+	r.requester = w->holder;
 	v = policy_device_models(d, &n);
 	blocked = v ? placement_conflicts(&r, v, n) : true;
 	free(v);

@@ -108,12 +108,14 @@ void svc_pump(struct svc *svc)
 		return;
 	}
 	svc->pumping = true;
+	svc->pump_decisions = 0;
 	do {
 		svc->pump_again = false;
 		for (;;) {
 			policy_next(&svc->state, &svc->cfg, svc_now(svc), &svc->scratch, &d);
 			if (d.verdict == POLICY_NONE || !apply_next(svc, &d))
 				break;
+			svc->pump_decisions++;
 		}
 	} while (svc->pump_again);
 	svc->pumping = false;

@@ -120,7 +120,8 @@ struct svc {
 	void (*pump)(struct svc *svc);
 	bool pumping;
 	bool pump_again;
-	uint64_t due_ms; /* what due_changed last said */
+	unsigned pump_decisions; /* what the last svc_pump applied (the simulator bounds it) */
+	uint64_t due_ms;	 /* what due_changed last said */
 };
 
 static inline uint64_t svc_now(const struct svc *svc)
