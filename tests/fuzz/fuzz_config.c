@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_config.c: the configuration file parser (daemon/config.c over libinih and options_set):
+ * fuzz_config.c: the configuration file parser (daemon/app/config.c over libinih and options_set):
  * any file is loaded or refused with a located reason, and what --check-config prints for a
  * loaded one loads again to the same configuration.
  */
@@ -10,9 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "app/config.h"
 #include "fuzz.h"
-#include "options.h"
+#include "app/options_merge.h"
 
 /* Inputs beyond this are skipped: longer files only repeat lines. */
 #define FUZZ_CONFIG_MAX 8192

@@ -10,7 +10,7 @@
 #include "fuzz.h"
 #include "rocmmem.pb-c.h"
 #include "text.h"
-#include "validate.h"
+#include "net/validate.h"
 #include "version.h"
 #include "wire.h"
 

@@ -5,10 +5,11 @@
  * librocm_smi64.so.1 (with what they need) into the build tree, without installing them. This
  * program puts that tree on LD_LIBRARY_PATH and runs again, so that it and every daemon it
  * starts find the libraries through the dynamic loader's own search, as on a machine with the
- * packages installed: the SONAME search of common/gpu/hip_api.c and daemon/telemetry/smi.c,
- * with nothing forcing a path. Every function the HIP backend and the rocm-smi source look up
- * must resolve, or be one that appeared after 5.2.3 and is optional; without /dev/kfd the
- * runtime's own error must reach the daemon's log, `--backend hip` must exit 1 with it, and
+ * packages installed: the SONAME search of common/gpu/hip_api.c and
+ * daemon/platform/telemetry/smi.c, with nothing forcing a path. Every function the HIP backend and
+ * the rocm-smi source look up must resolve, or be one that appeared after 5.2.3 and is optional;
+ * without /dev/kfd the runtime's own error must reach the daemon's log, `--backend hip` must exit 1
+ * with it, and
  * `--backend auto` must fall back to host memory and say why. Skipped (77) when the runtime
  * could not be unpacked.
  */
@@ -31,8 +32,8 @@
 
 #include "harness.h"
 #include "hip_api.h"
-#include "rsmi_api.h"
-#include "telemetry.h"
+#include "platform/telemetry/rsmi_api.h"
+#include "platform/telemetry/registry.h"
 
 #define HIP_DIR ROCM_RUNTIME_DIR "/usr/lib/x86_64-linux-gnu"
 #define SMI_DIR ROCM_RUNTIME_DIR "/usr/lib"

@@ -19,7 +19,7 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-/* The longest explanation the daemon writes (daemon/explain.h). */
+/* The longest explanation the daemon writes (daemon/policy/explain.h). */
 #define EXPLAIN_MAX 880u
 
 static struct daemon_proc daemon_;

@@ -24,7 +24,7 @@
 
 #include "harness.h"
 #include "proc.h"
-#include "statefile.h"
+#include "platform/statefile.h"
 
 #define MiB ((uint64_t)1 << 20)
 

@@ -37,7 +37,7 @@
 
 #include "fault.h"
 
-#define STATUS_PART_ITEMS 256 /* daemon/status.c: items per part */
+#define STATUS_PART_ITEMS 256 /* daemon/net/status.c: items per part */
 #define LAT_CAP 8192	      /* latencies kept per kind and worker (a uniform sample) */
 #define MAX_CLIENTS 256
 #define SAMPLE_CAP 4096

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fake_data.h"
-#include "nvml_api.h"
+#include "platform/telemetry/nvml_api.h"
 
 /*
  * Data keys: "init <result>", "count <n>", "lookup_error <result>" (every handle lookup

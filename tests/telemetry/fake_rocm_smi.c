@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "fake_data.h"
-#include "rsmi_api.h"
+#include "platform/telemetry/rsmi_api.h"
 
 /*
  * Data keys: "init <status>", "reject_flags 1" (rsmi_init fails unless flags are 0),

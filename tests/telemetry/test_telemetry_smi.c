@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "fake_tree.h"
-#include "telemetry.h"
+#include "platform/telemetry/registry.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)

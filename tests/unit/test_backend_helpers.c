@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "backend.h"
-#include "device.h"
+#include "platform/backend/backend.h"
+#include "state/device.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)

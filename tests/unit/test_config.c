@@ -16,8 +16,9 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "options.h"
+#include "app/config.h"
+#include "app/options_merge.h"
+#include "app/options_set.h"
 
 #define GiB ((uint64_t)1 << 30)
 #define MiB ((uint64_t)1 << 20)

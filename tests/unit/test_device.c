@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "device.h"
+#include "state/device.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "feed.h"
+#include "net/feed_frame.h"
 #include "rocmmem.pb-c.h"
 #include "wire.h"
 

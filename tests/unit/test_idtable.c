@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "idtable.h"
+#include "base/idtable.h"
 
 static int items[8];
 
@@ -190,6 +190,33 @@ static void test_remove_missing(void **state)
 	idtable_finish(&t);
 }
 
+/* each walks what next walks, in the same order, skipping removed and reserved ids. */
+static void test_each_in_order(void **state)
+{
+	struct idtable t;
+	static int slots[100];
+	uint64_t id, want = 0, got;
+	size_t pos = 0;
+	void *item;
+
+	(void)state;
+	idtable_init(&t);
+	for (unsigned i = 0; i < 100; i++)
+		assert_int_equal(idtable_add(&t, &slots[i], &id), 0);
+	for (uint64_t i = 1; i <= 100; i += 3)
+		assert_int_equal(idtable_remove(&t, i), 0);
+	assert_int_equal(idtable_reserve(&t, 200), 0);
+	while ((item = idtable_each(&t, &pos, &got))) {
+		assert_ptr_equal(item, idtable_next(&t, want, &want));
+		assert_int_equal(got, want);
+	}
+	assert_null(idtable_next(&t, want, &id));
+	for (uint64_t i = 1; i <= 100; i++)
+		idtable_remove(&t, i);
+	assert_int_equal(idtable_unreserve(&t, 200), 0);
+	idtable_finish(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -199,6 +226,7 @@ int main(void)
 	    cmocka_unit_test(test_insert_below),
 	    cmocka_unit_test(test_reserve_refuses_disorder),
 	    cmocka_unit_test(test_remove_missing),
+	    cmocka_unit_test(test_each_in_order),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "lease.h"
+#include "state/lease.h"
 
 #define MANY 100000u
 

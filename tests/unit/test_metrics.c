@@ -9,13 +9,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
-#include "metrics.h"
-#include "server.h"
+#include "service/metrics.h"
+#include "net/server.h"
 
 static const struct backend_ops fake_ops = {.name = "hip"};
+
+/* The service's clock in the fixture: the loop's time and the wall clock, as the daemon's. */
+static uint64_t loop_ms(void *ctx)
+{
+	return uv_now(ctx);
+}
+
+static uint64_t wall_ms(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct svc_clock fixture_clock = {.mono_ms = loop_ms, .real_ms = wall_ms};
 static struct backend fake_backend = {.ops = &fake_ops};
 
 struct fixture {
@@ -24,7 +42,7 @@ struct fixture {
 	char text[METRICS_TEXT_MAX];
 };
 
-/* make_server sets up a server with n devices named name, as arbiter_init would. */
+/* make_server sets up a server with n devices named name, as svc_init would. */
 static struct fixture *make_server(unsigned n, const char *name)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -38,14 +56,16 @@ static struct fixture *make_server(unsigned n, const char *name)
 	assert_non_null(f->s);
 	assert_int_equal(uv_loop_init(&f->loop), 0);
 	f->s->loop = &f->loop;
+	fixture_clock.ctx = &f->loop;
+	f->s->svc.clock = &fixture_clock;
 	f->s->start_ms = uv_now(&f->loop);
 	TAILQ_INIT(&f->s->clients);
-	f->s->arbiter.backend = &fake_backend;
-	f->s->arbiter.ndevices = n;
+	f->s->svc.backend = &fake_backend;
+	f->s->svc.state.ndevices = n;
 	snprintf(info.name, sizeof(info.name), "%s", name);
 	snprintf(info.pci_bus_id, sizeof(info.pci_bus_id), "0000:03:00.0");
 	for (unsigned i = 0; i < n; i++)
-		device_init(&f->s->arbiter.devices[i], i, &info, 32ull << 30);
+		device_init(&f->s->svc.state.devices[i], i, &info, 32ull << 30);
 	return f;
 }
 
@@ -85,20 +105,20 @@ static void check_lines(const char *text, size_t len)
 static void test_basic(void **state)
 {
 	struct fixture *f = make_server(1, "Radeon RX 7900 XTX");
-	struct device *d = &f->s->arbiter.devices[0];
+	struct device *d = &f->s->svc.state.devices[0];
 	ssize_t len;
 
 	(void)state;
 	d->leased = 6u << 20;
 	d->leases = 3;
-	f->s->arbiter.counters.grants = 7;
+	f->s->svc.counters.grants = 7;
 	f->s->client_count = 2;
-	f->s->limits.max_clients = 4096;
-	f->s->limits.max_message = 65536;
-	f->s->limits.handshake_timeout_ms = 1500;
-	f->s->quota.hits[LIMIT_CLIENTS_PER_UID] = 44;
-	f->s->access_tally.peers_refused = 3;
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	f->s->svc.cfg.limits.max_clients = 4096;
+	f->s->svc.cfg.limits.max_message = 65536;
+	f->s->svc.cfg.limits.handshake_timeout_ms = 1500;
+	f->s->svc.counters.hits[LIMIT_CLIENTS_PER_UID] = 44;
+	f->s->svc.counters.peers_refused = 3;
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
 	assert_contains(f->text, "# HELP rocmmemd_build_info ");
@@ -135,7 +155,7 @@ static void test_basic(void **state)
 static void test_telemetry_and_models(void **state)
 {
 	struct fixture *f = make_server(1, "gpu");
-	struct device *d = &f->s->arbiter.devices[0];
+	struct device *d = &f->s->svc.state.devices[0];
 	struct model m[4];
 	ssize_t len;
 
@@ -157,7 +177,7 @@ static void test_telemetry_and_models(void **state)
 	m[3].lease_bytes = 4u << 20;
 	for (unsigned i = 0; i < 4; i++)
 		TAILQ_INSERT_TAIL(&d->models, &m[i], device_link);
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
 	assert_contains(f->text, "rocmmemd_device_temperature_celsius{device=\"0\",name=\"gpu\"} "
@@ -189,7 +209,7 @@ static void test_escaping(void **state)
 	ssize_t len;
 
 	(void)state;
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
 	assert_contains(f->text, "rocmmemd_device_total_bytes{device=\"1\",name=\"a\\\"b\\\\c\\nd"
@@ -197,13 +217,13 @@ static void test_escaping(void **state)
 	free_server(f);
 
 	f = make_server(1, "0123456789012345678901234567890123456789\xc3\xa9");
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	assert_contains(f->text, "name=\"0123456789012345678901234567890123456789\"}");
 	free_server(f);
 
 	f = make_server(1, "012345678901234567890123456789012345678\"");
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	/* The escape would end past 40 bytes: cut before it, never in its middle. */
 	assert_contains(f->text, "name=\"012345678901234567890123456789012345678\"}");
@@ -221,10 +241,10 @@ static void test_worst_case_fits(void **state)
 	memset(name, '"', sizeof(name) - 1);
 	name[sizeof(name) - 1] = '\0';
 	f = make_server(BACKEND_MAX_DEVICES, name);
-	memset(&f->s->arbiter.counters, 0xff, sizeof(f->s->arbiter.counters));
+	memset(&f->s->svc.counters, 0xff, sizeof(f->s->svc.counters));
 	f->s->client_count = UINT32_MAX;
 	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
-		struct device *d = &f->s->arbiter.devices[i];
+		struct device *d = &f->s->svc.state.devices[i];
 
 		memset(d->pci_bus_id, '\\', sizeof(d->pci_bus_id) - 1);
 		d->total = d->budget = d->headroom = d->leased = d->reserved = UINT64_MAX;
@@ -239,7 +259,7 @@ static void test_worst_case_fits(void **state)
 		d->telemetry.busy_percent = UINT32_MAX;
 		d->lost = true;
 	}
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
 	/* Well inside the frame, and comfortably so. */
@@ -251,11 +271,11 @@ static void test_worst_case_fits(void **state)
 	assert_contains(f->text, "rocmmemd_grants_total 18446744073709551615\n");
 
 	/* Too small a buffer: an error and an empty string, never a partial text. */
-	assert_int_equal(metrics_format(f->s, f->text, (size_t)len), -EMSGSIZE);
+	assert_int_equal(server_metrics(f->s, f->text, (size_t)len), -EMSGSIZE);
 	assert_string_equal(f->text, "");
-	assert_int_equal(metrics_format(f->s, f->text, 1), -EMSGSIZE);
-	assert_int_equal(metrics_format(f->s, f->text, 0), -EMSGSIZE);
-	assert_true(metrics_format(f->s, f->text, (size_t)len + 1) == len);
+	assert_int_equal(server_metrics(f->s, f->text, 1), -EMSGSIZE);
+	assert_int_equal(server_metrics(f->s, f->text, 0), -EMSGSIZE);
+	assert_true(server_metrics(f->s, f->text, (size_t)len + 1) == len);
 	free_server(f);
 }
 
@@ -265,7 +285,7 @@ static void test_no_devices(void **state)
 	ssize_t len;
 
 	(void)state;
-	len = metrics_format(f->s, f->text, sizeof(f->text));
+	len = server_metrics(f->s, f->text, sizeof(f->text));
 	assert_true(len > 0);
 	check_lines(f->text, (size_t)len);
 	assert_null(strstr(f->text, "rocmmemd_device_"));

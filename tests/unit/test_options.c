@@ -12,7 +12,8 @@
 
 #include <cmocka.h>
 
-#include "options.h"
+#include "app/options_cli.h"
+#include "app/options_merge.h"
 #include "version.h"
 
 #define GiB ((uint64_t)1 << 30)

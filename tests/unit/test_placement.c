@@ -5,10 +5,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
-#include "placement.h"
+#include "policy/placement.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define TRANSFORMER 1
@@ -16,19 +17,19 @@
 #define TEXT 3
 #define IMAGE 4
 
-/* Two stand-in clients: only their addresses matter to the policy. */
+/* Two stand-in holders: only their addresses matter to the policy. */
 static int client_a, client_b;
-#define A ((const struct client *)&client_a)
-#define B ((const struct client *)&client_b)
+#define A ((const struct holder *)&client_a)
+#define B ((const struct holder *)&client_b)
 
-static struct model make(uint64_t id, const struct client *owner, unsigned cls, uint64_t resident,
+static struct model make(uint64_t id, const struct holder *owner, unsigned cls, uint64_t resident,
 			 int32_t priority, uint64_t last_used)
 {
 	struct model m;
 
 	memset(&m, 0, sizeof(m));
 	m.id = id;
-	m.owner = (struct client *)owner;
+	m.owner = (struct holder *)owner;
 	m.model_class = cls;
 	m.reservation = resident;
 	m.priority = priority;
@@ -38,7 +39,7 @@ static struct model make(uint64_t id, const struct client *owner, unsigned cls, 
 }
 
 static struct placement_request request(uint64_t bytes, uint64_t free_bytes,
-					const struct model *want, const struct client *who)
+					const struct model *want, const struct holder *who)
 {
 	struct placement_request r = {
 	    .bytes = bytes, .free_bytes = free_bytes, .model = want, .requester = who};
@@ -185,12 +186,12 @@ static void test_impossible_requests(void **state)
 	assert_non_null(strstr(why, "pinned"));
 	/* This client's own model in use stands in the way: a single thread would wait forever. */
 	m[0].pinned = false;
-	m[0].owner = (struct client *)A;
+	m[0].owner = (struct holder *)A;
 	m[0].use_count = 1;
 	assert_int_equal(placement_impossible(&r, v, 3, 64 * MiB, why, sizeof(why)), -EDEADLK);
 	assert_non_null(strstr(why, "in use by this client"));
 	/* Another client's model in use is only a wait. */
-	m[0].owner = (struct client *)B;
+	m[0].owner = (struct holder *)B;
 	assert_int_equal(placement_impossible(&r, v, 3, 64 * MiB, why, sizeof(why)), 0);
 	/* Bytes only this client's in-use models could free. */
 	r.exclusive = NULL;

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "queue.h"
+#include "state/queue.h"
 
 #define N 5
 

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "idtable.h"
-#include "statefile.h"
+#include "base/idtable.h"
+#include "platform/statefile.h"
 
 static char dir[64], path[128];
 

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* eventlog.c: the log's subscription to the bus: one line per event, journal fields, rate limits.
+ */
+#include "eventlog.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "state/holder.h"
+
+/* Room for the decimal text of every numeric field. */
+struct field_text {
+	char pid[16], client_id[24], device[12], bytes[24], lease[24], model[24], waited[24];
+	char error[16];
+};
+
+/* journal_fields lists e's structured fields: only the ones that apply. */
+static unsigned journal_fields(const struct bus_event *e, struct field_text *t, struct log_field *f)
+{
+	unsigned n = 0;
+
+	f[n++] = (struct log_field){"ROCMMEM_EVENT", bus_type_name(e->type)};
+	if (e->holder) {
+		snprintf(t->pid, sizeof(t->pid), "%d", (int)e->holder->who.pid);
+		snprintf(t->client_id, sizeof(t->client_id), "%" PRIu64, e->holder->id);
+		f[n++] = (struct log_field){"ROCMMEM_CLIENT_PID", t->pid};
+		f[n++] = (struct log_field){"ROCMMEM_CLIENT_NAME", e->holder->name};
+		f[n++] = (struct log_field){"ROCMMEM_CLIENT_ID", t->client_id};
+	}
+	if (e->has_device) {
+		snprintf(t->device, sizeof(t->device), "%u", e->device);
+		f[n++] = (struct log_field){"ROCMMEM_DEVICE", t->device};
+	}
+	if (e->bytes) {
+		snprintf(t->bytes, sizeof(t->bytes), "%" PRIu64, e->bytes);
+		f[n++] = (struct log_field){"ROCMMEM_BYTES", t->bytes};
+	}
+	if (e->lease_id) {
+		snprintf(t->lease, sizeof(t->lease), "%" PRIu64, e->lease_id);
+		f[n++] = (struct log_field){"ROCMMEM_LEASE_ID", t->lease};
+	}
+	if (e->model_id) {
+		snprintf(t->model, sizeof(t->model), "%" PRIu64, e->model_id);
+		f[n++] = (struct log_field){"ROCMMEM_MODEL_ID", t->model};
+	}
+	if (e->model_name && e->model_name[0])
+		f[n++] = (struct log_field){"ROCMMEM_MODEL_NAME", e->model_name};
+	if (e->waited_ms) {
+		snprintf(t->waited, sizeof(t->waited), "%" PRIu64, e->waited_ms);
+		f[n++] = (struct log_field){"ROCMMEM_WAITED_MS", t->waited};
+	}
+	if (e->error) {
+		snprintf(t->error, sizeof(t->error), "%d", -e->error);
+		f[n++] = (struct log_field){"ROCMMEM_ERRNO", t->error};
+	}
+	return n;
+}
+
+/* Which rate-limited line: what the next one written says of those held back. */
+enum held_kind { HELD_LIMITS, HELD_REFUSALS, HELD_PEERS };
+
+/* held_back writes a rate-limited line, saying how many were held back before it. */
+static void held_back(struct log_ratelimit *rl, uint64_t now_ms, enum log_level level,
+		      const char *line, enum held_kind kind)
+{
+	unsigned long long held;
+	char suffix[96] = "";
+
+	if (!log_ratelimit_pass(rl, now_ms, &held))
+		return;
+	if (held && kind == HELD_LIMITS)
+		snprintf(suffix, sizeof(suffix), " (and %llu line(s) about limits not logged)",
+			 held);
+	else if (held && kind == HELD_REFUSALS)
+		snprintf(suffix, sizeof(suffix), " (and %llu refusal(s) not logged)", held);
+	else if (held)
+		snprintf(suffix, sizeof(suffix), " (and earlier refusals not logged)");
+	log_msg(level, "%s%s", line, suffix);
+}
+
+static void on_event(void *ctx, const struct bus_event *e, const char *line, uint64_t mono_ms,
+		     uint64_t real_ms)
+{
+	struct eventlog *l = ctx;
+	struct log_field fields[12];
+	struct field_text text;
+
+	(void)real_ms;
+	if (!line)
+		return;
+	switch (e->type) {
+	case BUS_LIMIT_HIT:
+		held_back(&l->limits, mono_ms, e->level, line, HELD_LIMITS);
+		return;
+	case BUS_ACCESS_REFUSED:
+		held_back(&l->refusals, mono_ms, e->level, line,
+			  e->flags & BUS_PEER ? HELD_PEERS : HELD_REFUSALS);
+		return;
+	default:
+		break;
+	}
+	if (e->type >= BUS_OWN) {
+		log_msg(e->level, "%s", line);
+		return;
+	}
+	log_event(e->level, fields, journal_fields(e, &text, fields), "%s", line);
+}
+
+int eventlog_subscribe(struct eventlog *l, struct bus *b)
+{
+	struct bus_subscriber s = {.ctx = l, .event = on_event};
+
+	memset(l, 0, sizeof(*l));
+	return bus_subscribe(b, &s);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* memory.h: leases' memory in and out of the backend: allocation jobs, releases, reclaims. */
+#ifndef ROCMMEMD_MEMORY_H
+#define ROCMMEMD_MEMORY_H
+
+#include <stdint.h>
+
+#include "svc.h"
+
+/*
+ * svc_grant_lease charges size bytes on device to holder h and has the backend allocate them;
+ * the lease (or the refusal) is answered when the job is done. waited_ms is how long the
+ * request waited.
+ */
+void svc_grant_lease(struct svc *svc, struct holder *h, uint64_t request_id, unsigned device,
+		     uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms);
+
+/*
+ * svc_free_allocation hands an allocation back to the backend (off the loop when it blocks)
+ * and uncharges it from device once freed, as for a released lease.
+ */
+void svc_free_allocation(struct svc *svc, unsigned device, const struct backend_alloc *alloc);
+
+/* svc_lease_event fills e with what an event of type says about lease l (its owner's). */
+void svc_lease_event(struct bus_event *e, const struct lease *l, enum bus_type type);
+
+/* svc_lease_released tells the bus that l goes back (how: "released", "reclaimed"). */
+void svc_lease_released(struct svc *svc, const struct lease *l, enum log_level level,
+			const char *how);
+
+/* svc_lease_destroy takes a lease from its owner and frees its memory. */
+void svc_lease_destroy(struct svc *svc, struct lease *l);
+
+#endif
