@@ -364,8 +364,8 @@ def figures_backfill(d):
     w50, w99, span = d["ratio_script_wait_p50"], d["ratio_script_wait_p99"], d["ratio_makespan_p50"]
     failed = off["failed_steps"] + on["failed_steps"]
     return [
-        fig("backfill", "backfill.script_wait", "Backfilling replay: the small-lease script's total "
-            "wait per run, backfilling on vs off", "us", on["script_total_wait"],
+        fig("backfill", "backfill.script_wait", "Backfilling replay: the small-lease script's "
+            "total wait per run, backfilling on vs off", "us", on["script_total_wait"],
             ("--backfill off", off["script_total_wait"]), w50, "wait ratio < 1 (better)",
             verdict(w50 < 1.0), note="p99 ratio %.2f (p99 of %d runs: the largest); %d leases "
             "of %d MiB per run" % (w99, on["runs"], d["script_leases"],
@@ -796,8 +796,8 @@ switches), a script takes %(leases)s leases of 256 MiB one after the other; one 
 is %(work)s ms, and a host reads evict requests only at its next call into the library. Without \
 backfilling the script's small lease queues behind a large request that waits for an eviction \
 or for a model in use (a host that is computing), with memory free that it fits in; with it, \
-the lease is granted at once when it delays nobody ahead. Two daemons run side by side (`--backfill \
-off`, and the defaults: on, 16 passes, 5 s), each round on both, the order swapped every round \
+the lease is granted at once when it delays nobody ahead. Two daemons run side by side \
+(`--backfill off`, and the defaults: on, 16 passes, 5 s), each round on both, the order swapped every round \
 (%(runs)s rounds). The total wait is per run (its p50 and p99 over the runs); the makespan is \
 from the start of the three processes to the end of the last one."""
 
