@@ -798,8 +798,8 @@ backfilling the script's small lease queues behind a large request that waits fo
 or for a model in use (a host that is computing), with memory free that it fits in; with it, \
 the lease is granted at once when it delays nobody ahead. Two daemons run side by side \
 (`--backfill off`, and the defaults: on, 16 passes, 5 s), each round on both, the order \
-swapped every round (%(runs)s rounds). The total wait is per run (its p50 and p99 over the runs); the makespan is \
-from the start of the three processes to the end of the last one."""
+swapped every round (%(runs)s rounds). The total wait is per run (its p50 and p99 over the \
+runs); the makespan is from the start of the three processes to the end of the last one."""
 
 SCALE_READING = """Reading: each live host lease holds one memfd, an fd in the daemon (and \
 kernel memory: an inode and a file, outside the daemon's VmRSS). 100k leases need 100k \
