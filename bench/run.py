@@ -108,7 +108,8 @@ def versions(build, rocmmemd):
     }
     # The source tree, if it is here: the commit now, and whether it differs from it.
     src = info.get("source_dir", "")
-    if src and os.path.isdir(os.path.join(src, ".git")) and shutil.which("git"):
+    # (.git is a file in a worktree)
+    if src and os.path.exists(os.path.join(src, ".git")) and shutil.which("git"):
         commit = first_line(["git", "-C", src, "rev-parse", "HEAD"])
         if commit:
             v["git_commit"] = commit
@@ -571,13 +572,17 @@ def write_markdown(path, report):
     w("| RLIMIT_NOFILE | %s |" % (m["nofile_limit"],))
     w("")
     for sep in report.get("separately", []):
-        w("Taken separately (`run.py --only %s --merge`): %s on %s at commit %s%s, load average "
-          "before %s, after %s; the rest of the report is the run above." % (
+        load = "load average not recorded"
+        if sep.get("load_before") and sep.get("load_after"):
+            load = "load average before %s, after %s" % (
+                " ".join("%.2f" % x for x in sep["load_before"]),
+                " ".join("%.2f" % x for x in sep["load_after"]))
+        w("Taken separately (`run.py --only %s`): %s on %s at commit %s%s%s, %s; the rest of the "
+          "report is the run above." % (
               ",".join(sep["benchmarks"]), ", ".join(sep["benchmarks"]), sep["date"],
-              sep["git_commit"] or "unknown",
+              sep.get("git_commit") or "unknown",
               " (working tree differs from it)" if sep.get("git_dirty") else "",
-              " ".join("%.2f" % x for x in sep["load_before"]),
-              " ".join("%.2f" % x for x in sep["load_after"])))
+              " (%s)" % sep["note"] if sep.get("note") else "", load))
         w("")
     if report.get("shared_machine_note"):
         w(report["shared_machine_note"])
@@ -903,7 +908,7 @@ def merge_report(args, build, old, new_results, prof, before, after):
     cpus = report["machine"].get("cpus_usable") or 1
     loads = (report["load_before"] or []) + (report["load_after"] or [])
     for m in separate:
-        loads += m["load_before"] + m["load_after"]
+        loads += (m.get("load_before") or []) + (m.get("load_after") or [])
     busy = max(loads) if loads else 0
     if busy > 0.5 * cpus and not report.get("shared_machine_note"):
         report["shared_machine_note"] = (
