@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """run.py: runs rocmmemd's benchmarks and writes the report (REPORT.md and REPORT.json).
 
-Usage: run.py --build-dir DIR [--mode tiny|quick|full] [--out DIR] [--only NAME,...]
+Usage: run.py --build-dir DIR [--mode tiny|quick|full] [--out DIR] [--only NAME,... [--merge]]
               [--no-profile] [--check]
 
 Every benchmark program measures its subject and its baseline in the same run, interleaved,
@@ -10,7 +10,9 @@ and writes JSON; this script adds the machine, the versions and the load average
 each figure against its target (the ratios of DESIGN.md's "Targets"), and explains the gaps
 with the profile the programs gathered. --check then verifies the report's shape (the smoke
 test): the JSON parses, every benchmark is present, every ratio is positive. Timings are never
-checked: they belong to the machine.
+checked: they belong to the machine. --only NAME --merge reruns some benchmarks into the report
+already in --out, keeping the others' figures; the report says which were taken separately,
+when, at which commit and under which load.
 """
 
 import argparse
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ["roundtrip", "throughput", "scale", "replay", "evict", "telemetry", "gpu"]
+BENCHMARKS = ["roundtrip", "throughput", "scale", "replay", "backfill", "evict", "telemetry", "gpu"]
 TIMEOUTS = {"tiny": 150, "quick": 600, "full": 1800}
 
 
@@ -106,7 +108,8 @@ def versions(build, rocmmemd):
     }
     # The source tree, if it is here: the commit now, and whether it differs from it.
     src = info.get("source_dir", "")
-    if src and os.path.isdir(os.path.join(src, ".git")) and shutil.which("git"):
+    # (.git is a file in a worktree)
+    if src and os.path.exists(os.path.join(src, ".git")) and shutil.which("git"):
         commit = first_line(["git", "-C", src, "rev-parse", "HEAD"])
         if commit:
             v["git_commit"] = commit
@@ -179,8 +182,10 @@ def run_all(args, build, out):
         argv = [os.path.join(bindir, program), "--rocmmemd", rocmmemd, "--mode", args.mode,
                 "--json", path] + extra
         print("run.py: %s ..." % name, file=sys.stderr, flush=True)
+        load_before = loadavg()
         rc, took = run_program(name, argv, penv, log, TIMEOUTS[args.mode])
-        entry = {"program": program, "args": extra, "exit": rc, "seconds": round(took, 1)}
+        entry = {"program": program, "args": extra, "exit": rc, "seconds": round(took, 1),
+                 "load_before": load_before, "load_after": loadavg()}
         try:
             with open(path, encoding="utf-8") as f:
                 entry["data"] = json.load(f)
@@ -355,6 +360,39 @@ def figures_replay(d):
     return out
 
 
+def figures_backfill(d):
+    off, on = d["backfill_off"], d["backfill_on"]
+    w50, w99, span = d["ratio_script_wait_p50"], d["ratio_script_wait_p99"], d["ratio_makespan_p50"]
+    failed = off["failed_steps"] + on["failed_steps"]
+    return [
+        fig("backfill", "backfill.script_wait", "Backfilling replay: the small-lease script's "
+            "total wait per run, backfilling on vs off", "us", on["script_total_wait"],
+            ("--backfill off", off["script_total_wait"]), w50, "wait ratio < 1 (better)",
+            verdict(w50 < 1.0), note="p99 ratio %.2f (p99 of %d runs: the largest); %d leases "
+            "of %d MiB per run" % (w99, on["runs"], d["script_leases"],
+                                   d["script_lease_bytes"] >> 20)),
+        fig("backfill", "backfill.makespan", "Backfilling replay makespan, on vs off", "us",
+            on["makespan"], ("--backfill off", off["makespan"]), span,
+            "makespan ratio <= 1.05", verdict(span <= 1.05),
+            note="waits per run, on / off: FramePack %.1f / %.1f ms, ComfyUI %.1f / %.1f ms"
+            % (on["framepack_wait_ms_per_run"], off["framepack_wait_ms_per_run"],
+               on["comfyui_wait_ms_per_run"], off["comfyui_wait_ms_per_run"])),
+        fig("backfill", "backfill.failed", "Backfilling replay: failed steps, on and off",
+            "steps", None, None, None, "zero failed steps", verdict(failed == 0), value=failed,
+            note="on: %d of %d, off: %d of %d" % (on["failed_steps"], on["steps"],
+                                                  off["failed_steps"], off["steps"])),
+        fig("backfill", "backfill.lease_wait", "Backfilling replay: each of the script's "
+            "acquires, on vs off", "us", on["script_lease_wait"],
+            ("--backfill off", off["script_lease_wait"]),
+            bench_ratio(on["script_lease_wait"]["p99"], off["script_lease_wait"]["p99"]),
+            "(no target: p99 ratio shown)", "info"),
+    ]
+
+
+def bench_ratio(a, b):
+    return a / b if b else None
+
+
 def figures_evict(d):
     o = d["rocmmemd"]["overhead"]
     p99 = o["p99"]
@@ -413,7 +451,8 @@ def figures_gpu(d, name="gpu"):
 
 
 EXTRACT = {"roundtrip": figures_roundtrip, "throughput": figures_throughput,
-           "scale": figures_scale, "replay": figures_replay, "evict": figures_evict,
+           "scale": figures_scale, "replay": figures_replay, "backfill": figures_backfill,
+           "evict": figures_evict,
            "telemetry": figures_telemetry, "gpu": figures_gpu,
            "gpu_stand_in": lambda d: figures_gpu(d, "gpu_stand_in")}
 
@@ -532,6 +571,19 @@ def write_markdown(path, report):
     w("| load average after | %s |" % " ".join("%.2f" % x for x in report["load_after"]))
     w("| RLIMIT_NOFILE | %s |" % (m["nofile_limit"],))
     w("")
+    for sep in report.get("separately", []):
+        load = "load average not recorded"
+        if sep.get("load_before") and sep.get("load_after"):
+            load = "load average before %s, after %s" % (
+                " ".join("%.2f" % x for x in sep["load_before"]),
+                " ".join("%.2f" % x for x in sep["load_after"]))
+        w("Taken separately (`run.py --only %s`): %s on %s at commit %s%s%s, %s; the rest of the "
+          "report is the run above." % (
+              ",".join(sep["benchmarks"]), ", ".join(sep["benchmarks"]), sep["date"],
+              sep.get("git_commit") or "unknown",
+              " (working tree differs from it)" if sep.get("git_dirty") else "",
+              " (%s)" % sep["note"] if sep.get("note") else "", load))
+        w("")
     if report.get("shared_machine_note"):
         w(report["shared_machine_note"])
         w("")
@@ -687,6 +739,12 @@ def explain(results, prof):
         t = [REPLAY_READING % {"timeouts": r.get("timed_out_steps", 0),
                                "wait": rp.get("wait_ms", 0)}]
         ex.append(("Profile: the contention replay", "\n".join(t)))
+    bf = (results.get("backfill") or {}).get("data")
+    if bf:
+        ex.append(("Profile: backfilling", BACKFILL_READING % {
+            "work": bf["work_ms"], "sections": bf["framepack_sections"],
+            "switches": bf["comfyui_switches"], "leases": bf["script_leases"],
+            "runs": bf["backfill_on"]["runs"]}))
     sc = (results.get("scale") or {}).get("data")
     if sc:
         ex.append(("Profile: scaling", SCALE_READING % {"nofile": sc.get("rlimit_nofile"),
@@ -734,6 +792,19 @@ one-large-model budget makes FramePack reload its transformer every section), sh
 the waits are the time a host spent in acquire while the GPU computed for the other. On this \
 shared two-core machine the ratio moves by a few hundredths from run to run (1.08 to 1.13 for \
 residency in four runs), around the 1.1 target."""
+
+BACKFILL_READING = """Reading: the replay of issue 15 (tests/integration/\
+test_backfill_replay.c's shape) on a 2 GiB budget scaled to 32 MiB: FramePack samples with its \
+transformer (3/4 GiB) in use, then acquires its VAE (1/2 GiB) before releasing the transformer \
+(%(sections)s sections), ComfyUI switches between two 1 GiB checkpoints (%(switches)s \
+switches), a script takes %(leases)s leases of 256 MiB one after the other; one step's compute \
+is %(work)s ms, and a host reads evict requests only at its next call into the library. Without \
+backfilling the script's small lease queues behind a large request that waits for an eviction \
+or for a model in use (a host that is computing), with memory free that it fits in; with it, \
+the lease is granted at once when it delays nobody ahead. Two daemons run side by side \
+(`--backfill off`, and the defaults: on, 16 passes, 5 s), each round on both, the order \
+swapped every round (%(runs)s rounds). The total wait is per run (its p50 and p99 over the \
+runs); the makespan is from the start of the three processes to the end of the last one."""
 
 SCALE_READING = """Reading: each live host lease holds one memfd, an fd in the daemon (and \
 kernel memory: an inode and a file, outside the daemon's VmRSS). 100k leases need 100k \
@@ -788,6 +859,67 @@ def build_report(args, build, results, prof, before, after):
 
 
 # ---------------------------------------------------------------------------------------------
+# Merging a separate run into a report
+
+
+def load_for_merge(args, out):
+    path = os.path.join(out, "REPORT.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        print("run.py: --merge needs a report in %s: %s" % (out, e), file=sys.stderr)
+        return None
+    if not args.only:
+        print("run.py: --merge goes with --only", file=sys.stderr)
+        return None
+    if old.get("mode") != args.mode:
+        print("run.py: --merge: the report in %s is of mode %s, not %s"
+              % (out, old.get("mode"), args.mode), file=sys.stderr)
+        return None
+    return old
+
+
+def merge_report(args, build, old, new_results, prof, before, after):
+    """The old report's benchmarks, those run now replacing theirs, in the old order."""
+    results = {}
+    for name, e in old.get("benchmarks", {}).items():
+        results[name] = dict(e, data=old.get("data", {}).get(name))
+    results.update(new_results)
+    # The old run's order, new benchmarks where BENCHMARKS puts them.
+    order = [n for n in BENCHMARKS if n in results]
+    order += [n for n in results if n not in order]
+    results = {n: results[n] for n in order}
+    if "roundtrip" not in new_results:
+        prof = old.get("profile", {})
+    report = build_report(args, build, results, prof, old.get("load_before", []),
+                          old.get("load_after", []))
+    for k in ("date", "machine", "versions"):
+        if k in old:
+            report[k] = old[k]
+    v = versions(build, os.path.join(build, "rocmmemd"))
+    separate = [m for m in old.get("separately", []) if not set(m["benchmarks"]) & set(new_results)]
+    separate.append({"benchmarks": list(new_results),
+                     "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+                         "%Y-%m-%d %H:%M UTC"),
+                     "git_commit": v.get("git_commit", ""), "git_dirty": v.get("git_dirty"),
+                     "load_before": before, "load_after": after})
+    report["separately"] = separate
+    cpus = report["machine"].get("cpus_usable") or 1
+    loads = (report["load_before"] or []) + (report["load_after"] or [])
+    for m in separate:
+        loads += (m.get("load_before") or []) + (m.get("load_after") or [])
+    busy = max(loads) if loads else 0
+    if busy > 0.5 * cpus and not report.get("shared_machine_note"):
+        report["shared_machine_note"] = (
+            "**Noisy machine:** the load average (up to %.2f on %d CPUs) shows other work ran "
+            "during these measurements (this machine is shared). Baselines ran interleaved with "
+            "their subjects, so ratios hold better than absolute times, but tails (p99, p99.9) "
+            "carry that noise." % (busy, cpus))
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
 # The smoke test's check
 
 
@@ -832,6 +964,10 @@ def main():
     ap.add_argument("--out", help="where the report goes (default: the source's bench/results "
                     "for a full run, else BUILD/bench/results-MODE)")
     ap.add_argument("--only", help="comma-separated benchmarks: " + ",".join(BENCHMARKS))
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: keep the other benchmarks of the report already in --out "
+                    "(same mode) and replace only those run; the report says they were taken "
+                    "separately, with their date, commit and load average")
     ap.add_argument("--lib-dir", help="added to LD_LIBRARY_PATH (shared libraries carried with "
                     "a copied build)")
     ap.add_argument("--no-profile", action="store_true", help="skip perf and strace")
@@ -849,11 +985,19 @@ def main():
                        os.path.join(build, "bench", "results-" + args.mode))
     out = os.path.abspath(out)
     os.makedirs(out, exist_ok=True)
+    old = None
+    if args.merge:
+        old = load_for_merge(args, out)
+        if old is None:
+            return 2
     before = loadavg()
     results, profile_dir = run_all(args, build, out)
     after = loadavg()
     prof = profiles(results, profile_dir)
-    report = build_report(args, build, results, prof, before, after)
+    if old is not None:
+        report = merge_report(args, build, old, results, prof, before, after)
+    else:
+        report = build_report(args, build, results, prof, before, after)
     with open(os.path.join(out, "REPORT.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1, sort_keys=False)
         f.write("\n")

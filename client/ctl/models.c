@@ -224,6 +224,26 @@ static const char *describe(const struct target *t, char *buf, size_t len)
 	return buf;
 }
 
+/* parse_evict reads `evict [--force] [--json] [--socket PATH] MODEL`. */
+static int parse_evict(struct ctl *ctl, int argc, char **argv, const char **model, bool *force)
+{
+	int c;
+
+	while ((c = ctl_next_option(ctl, argc, argv)) > 0)
+		if (c == 'f')
+			*force = true;
+	if (c < 0)
+		return CTL_DONE;
+	if (optind >= argc)
+		return ctl_usage(ctl, "missing MODEL (a model id or name)");
+	*model = argv[optind++];
+	if (optind < argc)
+		return ctl_usage(ctl, "unexpected argument '%s'", argv[optind]);
+	if (!(*model)[0])
+		return ctl_usage(ctl, "MODEL must not be empty");
+	return CTL_EXIT_OK;
+}
+
 static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 {
 	const char *model = NULL;
@@ -233,11 +253,11 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 	int64_t started, elapsed;
 	struct rocmmem_evict_result result = ROCMMEM_EVICT_RESULT_INIT;
 	uint64_t freed;
-	bool resident, revoked;
+	bool resident, revoked, force = false;
 	char what[160], sz[SIZE_FORMAT_MAX];
 	int rc, err;
 
-	rc = parse_model_command(ctl, argc, argv, &model);
+	rc = parse_evict(ctl, argc, argv, &model, &force);
 	if (rc)
 		return rc == CTL_DONE ? ctl->exit : rc;
 	rc = query(ctl, "evict", &client, &st);
@@ -248,7 +268,8 @@ static int cmd_evict(struct ctl *ctl, int argc, char **argv)
 		goto out;
 	started = ctl_monotonic_ms();
 	/* Waits until the owner has unloaded it, or the daemon took it back at the deadline. */
-	err = rocmmem_model_evict(client, t.id, &result);
+	err = force ? rocmmem_model_evict_force(client, t.id, &result)
+		    : rocmmem_model_evict(client, t.id, &result);
 	elapsed = ctl_monotonic_ms() - started;
 	if (err < 0) {
 		rc = ctl_fail(ctl, "evict", err);
@@ -342,6 +363,14 @@ static int cmd_unpin(struct ctl *ctl, int argc, char **argv)
 
 static const struct ctl_option no_options[] = {{NULL, 0, NULL, NULL}};
 
+static const struct ctl_option evict_options[] = {
+    {"force", 'f', NULL,
+     "a model in use too: its owner is asked to release and\n"
+     "unload it by its deadline, then revoked (root or the\n"
+     "admin group only; the daemon logs who forced it)"},
+    {NULL, 0, NULL, NULL},
+};
+
 const struct ctl_command ctl_evict_command = {
     .name = "evict",
     .run = cmd_evict,
@@ -349,8 +378,9 @@ const struct ctl_command ctl_evict_command = {
     .summary = "ask a model's owner to unload it now, and wait until it has",
     .details = "Waits until the owner has unloaded it; an owner that does not in time has the\n"
 	       "model's memory revoked.\n"
-	       "Evicting takes the model's owner or root.\n",
-    .options = no_options,
+	       "Evicting takes the model's owner or root; a model in use is refused unless\n"
+	       "--force is given, which takes root or the daemon's admin group.\n",
+    .options = evict_options,
 };
 
 const struct ctl_command ctl_pin_command = {

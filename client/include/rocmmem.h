@@ -829,6 +829,16 @@ struct rocmmem_evict_result {
 ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *client, uint64_t model_id,
 				       struct rocmmem_evict_result *result);
 
+/*
+ * rocmmem_model_evict_force is rocmmem_model_evict for an operator: a model in use is taken
+ * too. Its owner is asked to release and unload it by the deadline of its class and is revoked
+ * when it has not (the daemon logs who forced it: uid, pid, name). Only root or a member of
+ * the daemon's admin group may, the model's owner included: -EPERM otherwise. Returns as
+ * rocmmem_model_evict (never -EBUSY for a model in use).
+ */
+ROCMMEM_EXPORT int rocmmem_model_evict_force(rocmmem_client *client, uint64_t model_id,
+					     struct rocmmem_evict_result *result);
+
 /* rocmmem_model_pin pins (pinned != 0) or unpins a model: the owner's, or any as root. Blocks up
  * to 10 s. Returns 0, -EPERM, -ENOENT or another negative errno. */
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *client, uint64_t model_id, int pinned);

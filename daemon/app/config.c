@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "options_sched.h"
 #include "options_set.h"
 #include "policy/access.h"
 #include "size.h"
@@ -323,7 +324,7 @@ static void print_access(FILE *out, const struct options *eff)
 			"; socket_group: %s, as the group " ACCESS_DEFAULT_GROUP
 			" does not exist (default)\n",
 			ids_group_name(getegid(), v, sizeof(v)));
-	if (eff->set & (1u << OPTION_SOCKET_MODE)) {
+	if (eff->set & ((uint64_t)1 << OPTION_SOCKET_MODE)) {
 		snprintf(v, sizeof(v), "%04o", eff->socket_mode);
 		setting(out, eff, OPTION_SOCKET_MODE, v);
 	} else {
@@ -389,8 +390,15 @@ void config_print(const struct options *eff, const char *socket_path, const char
 	print_access(out, eff);
 
 	fprintf(out, "\n[policy]\n");
-	setting(out, eff, OPTION_EVICT_DEADLINE,
-		seconds_text(eff->evict_deadline_ms, v, sizeof(v)));
+	{
+		char t[256];
+
+		for (unsigned id = OPTION_MAX_HOLD; id <= OPTION_BACKFILL_WAIT; id++)
+			setting(out, eff, (enum option_id)id,
+				options_sched_text(eff, (enum option_id)id, t, sizeof(t)));
+		setting(out, eff, OPTION_EVICT_DEADLINE,
+			options_sched_text(eff, OPTION_EVICT_DEADLINE, t, sizeof(t)));
+	}
 	if (class_exclusion_any(&eff->exclusive_all)) {
 		print_rules(out, &eff->exclusive_all,
 			    options_source_name(eff->from[OPTION_EXCLUSIVE]));

@@ -53,6 +53,12 @@ static const struct option_name names[OPTION_COUNT] = {
 			      false},
     [OPTION_BUDGET] = {OPTION_BUDGET, "--budget", "devices", "budget", true},
     [OPTION_HEADROOM] = {OPTION_HEADROOM, "--headroom", "devices", "headroom", true},
+    [OPTION_MAX_HOLD] = {OPTION_MAX_HOLD, "--max-hold", "policy", "max_hold", true},
+    [OPTION_BACKFILL] = {OPTION_BACKFILL, "--backfill", "policy", "backfill", true},
+    [OPTION_BACKFILL_PASSES] = {OPTION_BACKFILL_PASSES, "--backfill-passes", "policy",
+				"backfill_passes", true},
+    [OPTION_BACKFILL_WAIT] = {OPTION_BACKFILL_WAIT, "--backfill-wait", "policy", "backfill_wait",
+			      true},
 };
 
 const struct option_name *options_name(enum option_id id)
@@ -97,6 +103,9 @@ void options_defaults(struct options *o)
 	o->shutdown_timeout_ms = OPTIONS_SHUTDOWN_TIMEOUT_MS;
 	o->restart_grace_ms = OPTIONS_RESTART_GRACE_MS;
 	o->evict_deadline_ms = OPTIONS_EVICT_DEADLINE_MS;
+	o->backfill = true;
+	o->backfill_passes = OPTIONS_BACKFILL_PASSES;
+	o->backfill_wait_ms = OPTIONS_BACKFILL_WAIT_MS;
 	o->metrics_interval_ms = METRICS_INTERVAL_DEFAULT_MS;
 	o->max_clients = 4096;
 	o->max_pending = 64;

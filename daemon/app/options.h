@@ -47,6 +47,10 @@ enum option_id {
 	OPTION_RESTART_GRACE,
 	OPTION_BUDGET,	 /* per device, or for all: see struct size_policy */
 	OPTION_HEADROOM, /* likewise */
+	OPTION_MAX_HOLD,
+	OPTION_BACKFILL,
+	OPTION_BACKFILL_PASSES,
+	OPTION_BACKFILL_WAIT,
 	OPTION_COUNT,
 };
 
@@ -69,7 +73,7 @@ struct size_policy {
 };
 
 struct options {
-	uint32_t set;			       /* OPTION_* bits this source gave */
+	uint64_t set;			       /* OPTION_* bits this source gave */
 	enum option_source from[OPTION_COUNT]; /* merged options: where each value came from */
 	char *socket_path;		       /* owned; NULL: resolved by common/sockpath */
 	char *backend;			       /* owned; "auto" or a backend name */
@@ -78,6 +82,12 @@ struct options {
 	uint64_t shutdown_timeout_ms;
 	uint64_t restart_grace_ms; /* 0: no state file (leases do not survive a restart) */
 	uint64_t evict_deadline_ms;
+	uint64_t evict_deadline_class_ms[MODEL_CLASSES]; /* a class's own; 0: the above */
+	uint64_t max_hold_ms;				 /* 0: off */
+	uint64_t max_hold_class_ms[MODEL_CLASSES];	 /* 0: the above; POLICY_CLASS_OFF: off */
+	bool backfill;
+	unsigned backfill_passes;
+	uint64_t backfill_wait_ms;
 	struct class_exclusion exclusive[BACKEND_MAX_DEVICES];
 	struct class_exclusion exclusive_all;
 	unsigned max_clients;
@@ -110,6 +120,8 @@ struct options {
 
 /* Defaults. */
 #define OPTIONS_EVICT_DEADLINE_MS 20000u
+#define OPTIONS_BACKFILL_PASSES 16u
+#define OPTIONS_BACKFILL_WAIT_MS 5000u
 #define OPTIONS_SHUTDOWN_TIMEOUT_MS 5000u
 #define OPTIONS_RESTART_GRACE_MS 60000u
 #define OPTIONS_MAX_CLIENTS_PER_UID 256u

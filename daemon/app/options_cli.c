@@ -36,8 +36,17 @@ static void usage(FILE *f)
 	    "      --budget [DEVICE:]SIZE    bytes the daemon may lease on every device (or\n"
 	    "                         DEVICE); may be repeated\n"
 	    "      --headroom [DEVICE:]SIZE  bytes kept free (budget = total - headroom)\n"
-	    "      --evict-deadline SECONDS  how long a model's owner has to unload it when\n"
-	    "                         asked before its memory is revoked (default 20)\n"
+	    "      --evict-deadline [CLASS:]SECONDS  how long a model's owner has to unload\n"
+	    "                         it when asked before its memory is revoked (default 20);\n"
+	    "                         CLASS: for models of that class; may be repeated\n"
+	    "      --max-hold [CLASS:]SECONDS|off  how long a model may stay in use before its\n"
+	    "                         owner is asked to release it, then revoked (default off)\n"
+	    "      --backfill on|off  grant a later request that fits now and delays no one\n"
+	    "                         ahead of it (default on)\n"
+	    "      --backfill-passes N  a request passed over N times is passed no more\n"
+	    "                         (default 16)\n"
+	    "      --backfill-wait SECONDS  ... nor SECONDS after it was first passed over\n"
+	    "                         (default 5)\n"
 	    "      --exclusive [DEVICE:]CLASS,CLASS...  classes never resident together on a\n"
 	    "                         device (all devices without DEVICE:), e.g. transformer,vae;\n"
 	    "                         classes: other, transformer, vae, text_encoder,\n"
@@ -98,6 +107,10 @@ int options_parse(int argc, char **argv, struct command_line *cl, FILE *out, FIL
 	    {"headroom", required_argument, NULL, OPT_SETTING + OPTION_HEADROOM},
 	    {"evict-deadline", required_argument, NULL, OPT_SETTING + OPTION_EVICT_DEADLINE},
 	    {"exclusive", required_argument, NULL, OPT_SETTING + OPTION_EXCLUSIVE},
+	    {"max-hold", required_argument, NULL, OPT_SETTING + OPTION_MAX_HOLD},
+	    {"backfill", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL},
+	    {"backfill-passes", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL_PASSES},
+	    {"backfill-wait", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL_WAIT},
 	    {"max-clients", required_argument, NULL, OPT_SETTING + OPTION_MAX_CLIENTS},
 	    {"max-pending", required_argument, NULL, OPT_SETTING + OPTION_MAX_PENDING},
 	    {"max-leases", required_argument, NULL, OPT_SETTING + OPTION_MAX_LEASES},

@@ -2,6 +2,8 @@
 /* options_merge.c: the sources combined (flag > file > default), and what no one value says. */
 #include "options_merge.h"
 
+#include "options_sched.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 
 static bool given(const struct options *o, enum option_id id)
 {
-	return o && (o->set & (1u << id));
+	return o && (o->set & ((uint64_t)1 << id));
 }
 
 static const struct options *source_of(const struct options *flags, const struct options *file,
@@ -106,7 +108,11 @@ static void merge_value(struct options *eff, const struct options *src, enum opt
 		eff->restart_grace_ms = src->restart_grace_ms;
 		break;
 	case OPTION_EVICT_DEADLINE:
-		eff->evict_deadline_ms = src->evict_deadline_ms;
+	case OPTION_MAX_HOLD:
+	case OPTION_BACKFILL:
+	case OPTION_BACKFILL_PASSES:
+	case OPTION_BACKFILL_WAIT:
+		options_merge_sched(eff, src, id);
 		break;
 	case OPTION_EXCLUSIVE:
 		eff->exclusive_all = src->exclusive_all;
@@ -185,7 +191,7 @@ int options_merge(struct options *eff, const struct options *flags, const struct
 		eff->from[id] = from;
 		if (!src)
 			continue;
-		eff->set |= 1u << id;
+		eff->set |= (uint64_t)1 << id;
 		named = merge_named(eff, src, (enum option_id)id);
 		if (named == NOT_MINE)
 			merge_value(eff, src, (enum option_id)id);
@@ -207,7 +213,7 @@ int options_merge(struct options *eff, const struct options *flags, const struct
 
 int options_validate(const struct options *eff, char *why, size_t why_len)
 {
-	if ((eff->set & (1u << OPTION_METRICS_INTERVAL)) && !eff->metrics_textfile)
+	if ((eff->set & ((uint64_t)1 << OPTION_METRICS_INTERVAL)) && !eff->metrics_textfile)
 		return text_why(why, why_len, -EINVAL,
 				"a metrics interval was given without a metrics textfile to write");
 	return 0;

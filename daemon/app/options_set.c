@@ -10,6 +10,7 @@
 #include <sys/un.h>
 
 #include "metrics_file.h"
+#include "options_sched.h"
 #include "platform/backend/registry.h"
 #include "platform/ids.h"
 #include "size.h"
@@ -215,8 +216,6 @@ static int set_daemon(struct options *o, enum option_id id, const char *value, c
 		return parse_seconds(value, 0, 600000, &o->shutdown_timeout_ms, why, len);
 	case OPTION_RESTART_GRACE:
 		return parse_seconds(value, 0, 3600000, &o->restart_grace_ms, why, len);
-	case OPTION_EVICT_DEADLINE:
-		return parse_seconds(value, 1, 3600000, &o->evict_deadline_ms, why, len);
 	case OPTION_METRICS_TEXTFILE: {
 		int rc = check_textfile(value, why, len);
 
@@ -354,7 +353,9 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 
 	if (!value)
 		return text_why(why, len, -EINVAL, "needs a value");
-	rc = set_daemon(o, id, value, why, len);
+	rc = options_set_sched(o, id, value, why, len);
+	if (rc == NOT_MINE)
+		rc = set_daemon(o, id, value, why, len);
 	if (rc == NOT_MINE)
 		rc = set_limit(o, id, value, why, len);
 	if (rc == NOT_MINE)
@@ -364,6 +365,6 @@ int options_set(struct options *o, enum option_id id, int device, const char *va
 	if (rc == NOT_MINE)
 		return text_why(why, len, -EINVAL, "unknown setting");
 	if (rc == 0)
-		o->set |= 1u << id;
+		o->set |= (uint64_t)1 << id;
 	return rc;
 }

@@ -110,6 +110,14 @@ void settings_policy(const struct options *eff, struct policy_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->evict_deadline_ms = eff->evict_deadline_ms;
+	cfg->sched.backfill = eff->backfill;
+	cfg->sched.backfill_passes = eff->backfill_passes;
+	cfg->sched.backfill_wait_ms = eff->backfill_wait_ms;
+	cfg->sched.max_hold_ms = eff->max_hold_ms;
+	memcpy(cfg->sched.evict_deadline_ms, eff->evict_deadline_class_ms,
+	       sizeof(cfg->sched.evict_deadline_ms));
+	memcpy(cfg->sched.max_hold_class_ms, eff->max_hold_class_ms,
+	       sizeof(cfg->sched.max_hold_class_ms));
 	settings_limits(eff, &cfg->limits);
 	settings_access(eff, &cfg->access);
 }
@@ -120,12 +128,12 @@ int settings_socket(const struct options *eff, struct socket_access *sa)
 	char why[256];
 
 	memset(sa, 0, sizeof(*sa));
-	sa->configured =
-	    eff->socket_user || eff->socket_group || (eff->set & (1u << OPTION_SOCKET_MODE));
+	sa->configured = eff->socket_user || eff->socket_group ||
+			 (eff->set & ((uint64_t)1 << OPTION_SOCKET_MODE));
 	/* System-wide: root:rocmmem 0660; per user: the user's own, 0600. */
 	sa->uid = eff->socket_user ? eff->socket_uid : geteuid();
-	sa->mode =
-	    (eff->set & (1u << OPTION_SOCKET_MODE)) ? eff->socket_mode : (system ? 0660 : 0600);
+	sa->mode = (eff->set & ((uint64_t)1 << OPTION_SOCKET_MODE)) ? eff->socket_mode
+								    : (system ? 0660 : 0600);
 	if (eff->socket_group) {
 		sa->gid = eff->socket_gid;
 		return 0;
@@ -183,7 +191,7 @@ static void warn_restart(const struct options *old, const struct options *new)
 			break;
 		case OPTION_SOCKET_MODE:
 			changed = old->socket_mode != new->socket_mode ||
-				  (old->set ^ new->set) & (1u << OPTION_SOCKET_MODE);
+				  (old->set ^ new->set) & ((uint64_t)1 << OPTION_SOCKET_MODE);
 			break;
 		default:
 			changed = old->metrics_interval_ms != new->metrics_interval_ms;
@@ -266,7 +274,8 @@ int settings_reload(struct settings *st, struct server *s)
 	merged.socket_mode = st->current.socket_mode;
 	for (enum option_id id = OPTION_SOCKET_USER; id <= OPTION_SOCKET_MODE; id++) {
 		merged.from[id] = st->current.from[id];
-		merged.set = (merged.set & ~(1u << id)) | (st->current.set & (1u << id));
+		merged.set =
+		    (merged.set & ~((uint64_t)1 << id)) | (st->current.set & ((uint64_t)1 << id));
 	}
 	options_free(&st->current);
 	st->current = merged;

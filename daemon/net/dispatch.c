@@ -123,7 +123,8 @@ static void dispatch_admin(struct client *c, uint64_t id, const Rocmmem__Wire__A
 	switch (req->op_case) {
 	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL:
 		svc_admin_evict(svc, c->id, id,
-				req->evict_model->has_model_id ? req->evict_model->model_id : 0);
+				req->evict_model->has_model_id ? req->evict_model->model_id : 0,
+				req->evict_model->has_force && req->evict_model->force);
 		break;
 	case ROCMMEM__WIRE__ADMIN_REQUEST__OP_PIN_MODEL:
 		svc_admin_pin(svc, c->id, id,

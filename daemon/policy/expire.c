@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* expire.c: what a passed deadline means: a waiting request times out, an owner is revoked. */
+/*
+ * expire.c: what a passed deadline means: a waiting request times out, an owner is revoked, a
+ * model in use past its maximum hold is asked back.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -53,9 +56,15 @@ void policy_expired(const struct state *s, const struct policy_config *cfg, uint
 		d->holder = m->owner->id;
 		d->device = m->device;
 		d->due_ms = e->due_ms;
-		snprintf(d->reason, sizeof(d->reason),
-			 "did not unload within %.3g s of being asked",
-			 (double)cfg->evict_deadline_ms / 1000.0);
+		/* The deadline it was given: its class's when it was asked. */
+		snprintf(d->reason, sizeof(d->reason), "did not %s within %.3g s of being asked",
+			 m->use_count ? "release and unload it" : "unload",
+			 (double)(e->due_ms - m->evict_started_ms) / 1000.0);
+		break;
+	case DUE_HOLD:
+		m = state_model_find(s, e->id);
+		if (m)
+			policy_hold_over(cfg, m, now_ms, d);
 		break;
 	default:
 		break;

@@ -25,6 +25,8 @@ void policy_decision_init(struct policy_decision *d)
 	d->target = 0;
 	d->waited_ms = 0;
 	d->bypass = false;
+	d->backfill = false;
+	d->force = false;
 	d->due_ms = UINT64_MAX;
 	d->all = false;
 	d->refusal.err = 0;

@@ -39,6 +39,25 @@ int policy_impossible(const struct device *d, const struct waiter *w, uint64_t n
 bool policy_bypass(const struct state *s, const struct device *d, const struct waiter *head,
 		   uint64_t now_ms, struct policy_scratch *x, struct policy_decision *out);
 
+/*
+ * policy_backfill looks behind head, which cannot be granted now and has no eviction left to
+ * ask for: true with a GRANT (backfill) in out for the first later request that fits now and
+ * whose grant does not delay head (docs/residency.md, "Backfilling").
+ */
+bool policy_backfill(const struct policy_config *cfg, const struct device *d,
+		     const struct waiter *head, uint64_t now_ms, struct policy_decision *out);
+
+/* policy_grant_of fills out with the GRANT of waiting request w at now_ms. */
+void policy_grant_of(const struct waiter *w, uint64_t now_ms, struct policy_decision *out);
+
+/* policy_ask_release makes d an EVICT (force) of m in use: release and unload by its deadline. */
+void policy_ask_release(const struct policy_config *cfg, const struct model *m, uint64_t now_ms,
+			struct policy_decision *d);
+
+/* policy_hold_over decides what m's passed maximum hold calls for: EVICT (force), or NONE. */
+void policy_hold_over(const struct policy_config *cfg, const struct model *m, uint64_t now_ms,
+		      struct policy_decision *d);
+
 /* policy_owned finds h's model, or fills a refusal (-ENOENT, -EPERM) and returns NULL. */
 const struct model *policy_owned(const struct state *s, const struct holder *h, uint64_t model_id,
 				 struct policy_decision *d);

@@ -174,9 +174,37 @@ void policy_admin(const struct state *s, const struct policy_config *cfg, const 
 		d->nvictims = 1;
 		d->victims[0] = m->id;
 		d->bytes = model_resident(m);
-		d->due_ms = now_ms + cfg->evict_deadline_ms;
+		d->victim_due_ms[0] = now_ms + policy_evict_deadline(cfg, m);
+		d->due_ms = d->victim_due_ms[0];
 		break;
 	}
+}
+
+void policy_admin_force(const struct state *s, const struct policy_config *cfg,
+			const struct holder *h, uint64_t model_id, uint64_t now_ms,
+			struct policy_decision *d)
+{
+	const struct model *m;
+	const char *group = cfg->access.has_admin_group ? cfg->access.admin_group_name : "";
+
+	policy_decision_init(d);
+	/* Taking memory in use from a process is an operator's act, never an owner's: an owner
+	 * releases its own models. */
+	if (!access_is_admin(&cfg->access, &h->who)) {
+		policy_refuse(d, REFUSE_ACCESS, -EPERM,
+			      "a forced eviction takes root%s%s%s: uid %u is not an administrator",
+			      group[0] ? " or a member of group '" : "", group,
+			      group[0] ? "' (admin_group)" : "", (unsigned)h->who.uid);
+		return;
+	}
+	m = state_model_find(s, model_id);
+	if (!m || m->use_count == 0 || m->evicting || m->evict_requester) {
+		/* Not in use (or an eviction under way): the plain eviction's rules. */
+		policy_admin(s, cfg, h, model_id, true, now_ms, d);
+		return;
+	}
+	policy_ask_release(cfg, m, now_ms, d);
+	snprintf(d->reason, sizeof(d->reason), "an administrator forced its eviction");
 }
 
 void policy_trim(const struct state *s, bool all_devices, unsigned device,

@@ -21,9 +21,26 @@
 /* The longest text of a refusal (the explanation and what a model request adds to it). */
 #define POLICY_TEXT_MAX 1280u
 
+/* A per-class setting left to the default (0), or turned off for that class. */
+#define POLICY_CLASS_OFF UINT64_MAX
+
+/* How the queues are served beyond arrival order (docs/residency.md, "Backfilling"). */
+struct policy_schedule {
+	bool backfill;		   /* grant a later request that fits and delays nobody */
+	unsigned backfill_passes;  /* a request passed over this many times is passed no more */
+	uint64_t backfill_wait_ms; /* ... nor once this long after it was first passed over */
+	/* Per model class: how long an owner has to unload (0: evict_deadline_ms). */
+	uint64_t evict_deadline_ms[MODEL_CLASSES];
+	/* The longest a model may stay in use before its owner is asked to release it: 0 none;
+	 * per class 0: max_hold_ms, POLICY_CLASS_OFF: none for that class. */
+	uint64_t max_hold_ms;
+	uint64_t max_hold_class_ms[MODEL_CLASSES];
+};
+
 /* The settings in force (the configuration, changed by reload). */
 struct policy_config {
 	uint64_t evict_deadline_ms; /* how long an owner has to unload an evicted model */
+	struct policy_schedule sched;
 	struct limits limits;
 	struct access_policy access; /* who connects, who administers */
 	uid_t daemon_uid;	     /* always allowed to connect */
@@ -99,16 +116,21 @@ struct policy_decision {
 	uint64_t target;    /* QUEUE, GRANT of a model request: the reservation it ends with */
 	uint64_t waited_ms; /* GRANT and REFUSE of a queued request */
 	bool bypass;	    /* GRANT ahead of a head that waits for this holder */
+	bool backfill;	    /* GRANT ahead of a head that this grant does not delay */
 	uint64_t due_ms;    /* QUEUE: its timeout (UINT64_MAX: none); EVICT: the deadline */
 	bool all;	    /* TRIM: every usable device not being trimmed */
 	struct policy_refusal refusal;
 	/* EVICT */
 	unsigned nvictims;
-	uint64_t victims[PLACEMENT_MAX_VICTIMS]; /* model ids */
+	uint64_t victims[PLACEMENT_MAX_VICTIMS];       /* model ids */
+	uint64_t victim_due_ms[PLACEMENT_MAX_VICTIMS]; /* each one's deadline (its class's) */
+	bool force; /* the victim is in use: its owner is asked to release it too (max hold, or an
+		     * administrator's --force) */
 	uint64_t for_holder; /* the head's holder they are asked for; 0: an administrator */
 	/* REVOKE, DONE, admin EVICT */
 	uint64_t model;
-	char reason[128]; /* REVOKE: "did not unload within 20 s of being asked" */
+	char reason[160]; /* REVOKE: "did not unload within 20 s of being asked"; EVICT with
+			   * force: why the owner is asked to release */
 };
 
 /* Scratch memory the caller owns and reuses across calls: the bypass rule's marks. */
@@ -138,6 +160,13 @@ uint64_t policy_need(const struct waiter *w);
 
 /* policy_evicting_bytes sums what models being evicted on a device still hold. */
 uint64_t policy_evicting_bytes(const struct device *d);
+
+/* policy_evict_deadline is how long m's owner has to unload it: its class's, or the default. */
+uint64_t policy_evict_deadline(const struct policy_config *cfg, const struct model *m);
+
+/* policy_max_hold is the longest m may stay in use before its owner is asked to release it
+ * (its class's, or the default); 0: no limit. */
+uint64_t policy_max_hold(const struct policy_config *cfg, const struct model *m);
 
 /*
  * policy_admit decides a new memory request: GRANT when nothing waits ahead and it fits (and
@@ -178,7 +207,8 @@ void policy_next(const struct state *s, const struct policy_config *cfg, uint64_
 /*
  * policy_expired returns what the earliest deadline passed at now_ms calls for: REFUSE
  * (-ETIMEDOUT, "timed out after N ms: " and the explanation) of a waiter, REVOKE of a model
- * whose owner did not unload it, or NONE (none passed; the grace period is the service's).
+ * whose owner did not unload it, EVICT (force) of a model in use past its maximum hold, or
+ * NONE (none passed; the grace period is the service's).
  */
 void policy_expired(const struct state *s, const struct policy_config *cfg, uint64_t now_ms,
 		    struct policy_decision *d);
@@ -211,6 +241,16 @@ void policy_evict_ack(const struct state *s, const struct holder *h, uint64_t mo
  */
 void policy_admin(const struct state *s, const struct policy_config *cfg, const struct holder *h,
 		  uint64_t model_id, bool evict, uint64_t now_ms, struct policy_decision *d);
+
+/*
+ * policy_admin_force decides an administrator's forced eviction (`rocmmemctl evict --force`):
+ * as policy_admin's evict, and a model in use gets EVICT with force (its owner asked to
+ * release and unload by the deadline, then revoked). Only root or a member of the admin group,
+ * whoever owns the model: REFUSE -EPERM otherwise.
+ */
+void policy_admin_force(const struct state *s, const struct policy_config *cfg,
+			const struct holder *h, uint64_t model_id, uint64_t now_ms,
+			struct policy_decision *d);
 
 /* policy_trim decides a client's trim: TRIM, or REFUSE -EBUSY for a device being trimmed. */
 void policy_trim(const struct state *s, bool all_devices, unsigned device,

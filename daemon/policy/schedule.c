@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * schedule.c: what the queues call for: grants in arrival order while the head fits, evictions
- * for a head that does not, refusals on lost devices.
+ * for a head that does not, then a later request backfilled or let through (backfill.c,
+ * bypass.c), refusals on lost devices.
  */
 #include "policy.h"
 
@@ -12,8 +13,7 @@
 
 #include "internal.h"
 
-/* grant_waiter fills d with the grant of waiting request w (need bytes) at now_ms. */
-static void grant_waiter(const struct waiter *w, uint64_t now_ms, struct policy_decision *d)
+void policy_grant_of(const struct waiter *w, uint64_t now_ms, struct policy_decision *d)
 {
 	d->verdict = POLICY_GRANT;
 	d->device = w->device;
@@ -54,10 +54,14 @@ static bool plan_for(const struct device *d, const struct policy_config *cfg,
 	out->for_holder = head->holder->id;
 	out->holder = head->holder->id;
 	out->waiter = head->seq;
-	out->due_ms = now_ms + cfg->evict_deadline_ms;
 	out->nvictims = plan.nvictims;
-	for (unsigned i = 0; i < plan.nvictims; i++)
+	for (unsigned i = 0; i < plan.nvictims; i++) {
+		/* Each victim has its class's deadline; due_ms is the latest of them. */
 		out->victims[i] = plan.victims[i]->id;
+		out->victim_due_ms[i] = now_ms + policy_evict_deadline(cfg, plan.victims[i]);
+		if (i == 0 || out->victim_due_ms[i] > out->due_ms)
+			out->due_ms = out->victim_due_ms[i];
+	}
 	return true;
 }
 
@@ -80,10 +84,13 @@ static bool next_on(const struct state *s, const struct policy_config *cfg, cons
 		return true;
 	}
 	if (policy_fits(d, head)) {
-		grant_waiter(head, now_ms, out);
+		policy_grant_of(head, now_ms, out);
 		return true;
 	}
 	if (plan_for(d, cfg, head, now_ms, out))
+		return true;
+	/* Backfilling first: it never takes what the head will need; the bypass may. */
+	if (policy_backfill(cfg, d, head, now_ms, out))
 		return true;
 	return policy_bypass(s, d, head, now_ms, x, out);
 }

@@ -37,7 +37,8 @@ void svc_model_release(struct svc *svc, uint64_t holder, uint64_t request_id, ui
 		return;
 	}
 	m = state_model_find(&svc->state, model_id);
-	m->use_count--;
+	if (--m->use_count == 0)
+		svc_hold_end(svc, m);
 	m->last_used_ms = svc_now(svc);
 	svc_reply_ok(svc, holder, request_id);
 	/* Idle now: it may be what a waiting request needs evicted. */
@@ -93,20 +94,31 @@ void svc_evict_ack(struct svc *svc, uint64_t holder, uint64_t request_id, uint64
 	svc->pump(svc);
 }
 
-void svc_admin_evict(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id)
+void svc_admin_evict(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id,
+		     bool force)
 {
 	struct holder *h = state_holder_find(&svc->state, holder);
 	struct policy_decision d;
+	char who[128], owner[128];
 	struct model *m;
 
 	if (!h)
 		return;
-	policy_admin(&svc->state, &svc->cfg, h, model_id, true, svc_now(svc), &d);
+	if (force)
+		policy_admin_force(&svc->state, &svc->cfg, h, model_id, svc_now(svc), &d);
+	else
+		policy_admin(&svc->state, &svc->cfg, h, model_id, true, svc_now(svc), &d);
 	if (d.verdict == POLICY_REFUSE) {
 		svc_refuse(svc, holder, request_id, &d, 0);
 		return;
 	}
 	m = state_model_find(&svc->state, model_id);
+	/* Who took memory in use from whom: the operator's uid, pid and name, in the log. */
+	if (force)
+		log_warn("%s (uid %u) forces the eviction of model %" PRIu64 " '%s' (%s) of %s",
+			 holder_label(h, who, sizeof(who)), (unsigned)h->who.uid, m->id, m->name,
+			 m->use_count ? "in use" : "not in use",
+			 holder_label(m->owner, owner, sizeof(owner)));
 	if (d.verdict == POLICY_EVICT)
 		svc_apply_evict(svc, &d);
 	/* Answered when the eviction is over (at once when there is nothing to evict). */

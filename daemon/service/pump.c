@@ -41,7 +41,10 @@ bool svc_apply_evict(struct svc *svc, const struct policy_decision *d)
 	for (unsigned i = 0; i < d->nvictims; i++) {
 		struct model *m = state_model_find(&svc->state, d->victims[i]);
 
-		if (m && !m->evicting && svc_evict(svc, m, d->bytes, d->for_holder, d->due_ms))
+		uint64_t due = d->victim_due_ms[i] ? d->victim_due_ms[i] : d->due_ms;
+
+		if (m && !m->evicting &&
+		    svc_evict(svc, m, d->bytes, d->for_holder, due, d->force ? d->reason : NULL))
 			any = true;
 	}
 	return any;
@@ -63,6 +66,23 @@ static void bypassed(struct svc *svc, const struct policy_decision *d, const str
 		  head ? holder_label(head, whom, sizeof(whom)) : "?", svc->counters.bypasses + 1);
 }
 
+/* backfilled counts the requests a backfill passes over and tells the bus. */
+static void backfilled(struct svc *svc, const struct policy_decision *d, struct waiter *w)
+{
+	const struct holder *head = state_holder_find(&svc->state, d->for_holder);
+	struct bus_event e = {.type = BUS_BACKFILL, .holder = w->holder};
+	char sz[SIZE_FORMAT_MAX], who[128], whom[128];
+	unsigned ahead = queue_position(&svc->state.devices[w->device].queue, w);
+
+	queue_pass_over(&svc->state.devices[w->device].queue, w, svc_now(svc));
+	bus_emitf(&svc->bus, &e, LOG_LEVEL_DEBUG,
+		  "backfilling %s on device %u to %s ahead of %u request(s): it fits now and "
+		  "does not delay %s at the head",
+		  size_format(d->bytes, sz, sizeof(sz)), d->device,
+		  holder_label(w->holder, who, sizeof(who)), ahead,
+		  head ? holder_label(head, whom, sizeof(whom)) : "?");
+}
+
 /* apply_next applies one decision of policy_next. Returns false when the books did not
  * change (nothing more to do). */
 static bool apply_next(struct svc *svc, const struct policy_decision *d)
@@ -79,6 +99,8 @@ static bool apply_next(struct svc *svc, const struct policy_decision *d)
 		request_id = w->request_id;
 		if (d->bypass)
 			bypassed(svc, d, h);
+		if (d->backfill)
+			backfilled(svc, d, w);
 		svc_apply_grant(svc, d, h, request_id, w, NULL, 0);
 		return true;
 	case POLICY_REFUSE:
@@ -119,6 +141,24 @@ void svc_pump(struct svc *svc)
 		}
 	} while (svc->pump_again);
 	svc->pumping = false;
+}
+
+/* hold_over applies what a model's passed maximum hold calls for; its deadline goes. */
+static void hold_over(struct svc *svc, uint64_t now, uint64_t model_id)
+{
+	struct model *m = state_model_find(&svc->state, model_id);
+	struct policy_decision d;
+	struct heap_entry gone;
+
+	if (!m || !m->hold_slot) {
+		heap_pop(&svc->state.deadlines, &gone); /* nobody's any more */
+		return;
+	}
+	policy_expired(&svc->state, &svc->cfg, now, &d);
+	state_deadline_clear(&svc->state, &m->hold_slot);
+	svc_due_changed(svc);
+	if (d.verdict == POLICY_EVICT && svc_apply_evict(svc, &d))
+		svc->pump(svc); /* its memory now counts as coming for the queues' heads */
 }
 
 /* expired applies what a passed deadline means; false when there was nothing to apply. */
@@ -167,6 +207,10 @@ void svc_run_deadlines(struct svc *svc)
 		if (e->kind == DUE_GRACE) {
 			state_deadline_clear(&svc->state, &svc->state.adoption.grace_slot);
 			adopt_grace_over(svc);
+			continue;
+		}
+		if (e->kind == DUE_HOLD) {
+			hold_over(svc, now, e->id);
 			continue;
 		}
 		if (!expired(svc, now))

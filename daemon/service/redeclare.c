@@ -17,6 +17,7 @@
 #include "memory.h"
 #include "platform/memfd.h"
 #include "reply.h"
+#include "residency.h"
 #include "service.h"
 #include "size.h"
 #include "text.h"
@@ -462,6 +463,10 @@ void svc_model_redeclare(struct svc *svc, uint64_t holder, uint64_t request_id,
 	take_reservation(svc, m, p, matched, req, note, sizeof(note));
 	adopt_model_changed(svc, m); /* its record, under this id and process (none if 0) */
 	m->use_count = req->use_count;
+	/* In use across the restart: its maximum hold is armed again, counted from now (the
+	 * previous daemon's start of use is on no record). */
+	if (m->use_count > 0)
+		svc_hold_start(svc, m);
 	/* Its residency goes on: the owner compares generations across the restart. */
 	if (req->has_generation && req->generation > 0 && req->generation <= MODEL_GENERATION_MAX)
 		m->generation = req->generation;

@@ -38,7 +38,8 @@ void svc_model_grant(struct svc *svc, struct model *m, enum policy_grant grant, 
 		adopt_model_changed(svc, m);
 	}
 	if (grant == GRANT_MODEL_IN_USE || grant == GRANT_MODEL_LOAD) {
-		m->use_count++;
+		if (m->use_count++ == 0)
+			svc_hold_start(svc, m);
 		m->last_used_ms = svc_now(svc);
 	}
 	if (grant == GRANT_MODEL_LOAD) {
@@ -60,8 +61,30 @@ void svc_model_grant(struct svc *svc, struct model *m, enum policy_grant grant, 
 	svc_reply_residency(svc, holder, request_id, m);
 }
 
+void svc_hold_start(struct svc *svc, struct model *m)
+{
+	uint64_t limit = policy_max_hold(&svc->cfg, m), now = svc_now(svc);
+
+	m->in_use_since_ms = now;
+	if (limit == 0)
+		return;
+	/* Without the deadline the model is only held as long as any other: logged, not fatal. */
+	if (state_deadline_set(&svc->state, DUE_HOLD, m->id, now + limit, &m->hold_slot) < 0)
+		log_error("Could not arm the maximum hold of model %" PRIu64 ": out of memory",
+			  m->id);
+	svc_due_changed(svc);
+}
+
+void svc_hold_end(struct svc *svc, struct model *m)
+{
+	if (!m->hold_slot)
+		return;
+	state_deadline_clear(&svc->state, &m->hold_slot);
+	svc_due_changed(svc);
+}
+
 bool svc_evict(struct svc *svc, struct model *m, uint64_t bytes_needed, uint64_t for_holder,
-	       uint64_t due_ms)
+	       uint64_t due_ms, const char *released)
 {
 	struct holder *whom = for_holder ? state_holder_find(&svc->state, for_holder) : NULL;
 	struct bus_event e = {.type = BUS_EVICT_REQUESTED,
@@ -74,7 +97,7 @@ bool svc_evict(struct svc *svc, struct model *m, uint64_t bytes_needed, uint64_t
 	struct svc_notice n = {.kind = NOTE_EVICT_REQUEST,
 			       .model_id = m->id,
 			       .bytes_needed = bytes_needed,
-			       .deadline_ms = svc->cfg.evict_deadline_ms};
+			       .deadline_ms = due_ms - svc_now(svc)};
 	char sz[SIZE_FORMAT_MAX], owner[128], who[128];
 
 	m->evict_started_ms = svc_now(svc);
@@ -88,11 +111,21 @@ bool svc_evict(struct svc *svc, struct model *m, uint64_t bytes_needed, uint64_t
 	svc_due_changed(svc);
 	m->evicting = true;
 	n.generation = m->generation;
-	bus_emitf(&svc->bus, &e, LOG_LEVEL_INFO,
-		  "asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
-		  holder_label(m->owner, owner, sizeof(owner)), m->id, m->name,
-		  model_class_name(m->model_class), size_format(model_resident(m), sz, sizeof(sz)),
-		  whom ? holder_label(whom, who, sizeof(who)) : "an administrator");
+	if (released)
+		bus_emitf(&svc->bus, &e, LOG_LEVEL_WARN,
+			  "asking %s to release and unload model %" PRIu64
+			  " '%s' (%s %s) by its deadline in %.3g s: %s",
+			  holder_label(m->owner, owner, sizeof(owner)), m->id, m->name,
+			  model_class_name(m->model_class),
+			  size_format(model_resident(m), sz, sizeof(sz)),
+			  (double)(due_ms - m->evict_started_ms) / 1000.0, released);
+	else
+		bus_emitf(&svc->bus, &e, LOG_LEVEL_INFO,
+			  "asking %s to unload model %" PRIu64 " '%s' (%s %s) for %s",
+			  holder_label(m->owner, owner, sizeof(owner)), m->id, m->name,
+			  model_class_name(m->model_class),
+			  size_format(model_resident(m), sz, sizeof(sz)),
+			  whom ? holder_label(whom, who, sizeof(who)) : "an administrator");
 	svc_notify(svc, m->owner->id, &n);
 	return true;
 }
@@ -158,6 +191,9 @@ void svc_unload(struct svc *svc, struct model *m, const char *revoked)
 		m->evicting = false;
 		m->evictions++;
 	}
+	/* Revoked while still in use (maximum hold, a forced eviction): its uses are over. */
+	m->use_count = 0;
+	svc_hold_end(svc, m);
 	tell_revoked(svc, m, revoked);
 	e.type = revoked ? BUS_REVOKED : BUS_EVICT_ACKED;
 	if (revoked)
@@ -196,6 +232,7 @@ void svc_model_destroy(struct svc *svc, struct model *m)
 		state_deadline_clear(&svc->state, &m->heap_slot);
 		svc_due_changed(svc);
 	}
+	svc_hold_end(svc, m);
 	m->evicting = false;
 	if (m->reservation)
 		device_unreserve(d, m->reservation);

@@ -21,11 +21,17 @@ void svc_model_grant(struct svc *svc, struct model *m, enum policy_grant grant, 
 
 /*
  * svc_evict asks m's owner to unload it by due_ms, for for_holder's request of bytes_needed
- * (for_holder 0: an administrator's). Returns false when it could not (out of memory): m is
- * not being evicted then.
+ * (for_holder 0: an administrator's, or its maximum hold); a model in use is asked to be
+ * released too, for the reason `released` says. Returns false when it could not (out of
+ * memory): m is not being evicted then.
  */
 bool svc_evict(struct svc *svc, struct model *m, uint64_t bytes_needed, uint64_t for_holder,
-	       uint64_t due_ms);
+	       uint64_t due_ms, const char *released);
+
+/* svc_hold_start arms m's maximum hold as it comes into use (none when off for its class);
+ * svc_hold_end disarms it as it stops being in use. */
+void svc_hold_start(struct svc *svc, struct model *m);
+void svc_hold_end(struct svc *svc, struct model *m);
 
 /*
  * svc_unload takes a model's memory back: after its owner's ack, or when revoked (reason set).

@@ -108,7 +108,8 @@ void svc_model_unregister(struct svc *svc, uint64_t holder, uint64_t request_id,
 void svc_evict_ack(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id,
 		   bool has_generation, uint64_t generation);
 /* From the owner or an administrator: evict now (answered when done), pin or unpin. */
-void svc_admin_evict(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id);
+void svc_admin_evict(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id,
+		     bool force);
 void svc_admin_pin(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id,
 		   bool pinned);
 

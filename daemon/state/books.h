@@ -75,6 +75,10 @@ struct model {
 	uint32_t state_slot;   /* its reservation's record in the state file (adopt.c), 0: none */
 	uint64_t evict_due_ms; /* while evicting: when it is revoked without an ack */
 	uint32_t heap_slot;    /* that deadline in state.deadlines, 0: none */
+	/* While in use with a maximum hold (docs/residency.md, "Maximum hold"): since when,
+	 * and the deadline at which its owner is asked to release it. */
+	uint64_t in_use_since_ms;
+	uint32_t hold_slot; /* that deadline in state.deadlines, 0: none */
 	TAILQ_ENTRY(model) holder_link;
 	TAILQ_ENTRY(model) device_link;
 };
@@ -126,6 +130,10 @@ struct waiter {
 	char tag[ROCMMEM_NAME_MAX + 1];
 	uint64_t due_ms;    /* enqueued_ms + timeout_ms (UINT64_MAX: no limit) */
 	uint32_t heap_slot; /* its deadline in state.deadlines, 0: none */
+	/* Backfilling (docs/residency.md): how often a later request was granted ahead of it,
+	 * and when that first happened (0: never). */
+	unsigned passed;
+	uint64_t first_passed_ms;
 };
 
 TAILQ_HEAD(waiter_list, waiter);

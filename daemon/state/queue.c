@@ -40,3 +40,15 @@ unsigned queue_position(const struct queue *q, const struct waiter *w)
 	}
 	return n;
 }
+
+void queue_pass_over(struct queue *q, const struct waiter *w, uint64_t now_ms)
+{
+	struct waiter *it = TAILQ_FIRST(&q->head);
+
+	if (!it || it == w)
+		return;
+	for (it = TAILQ_NEXT(it, queue_link); it && it != w; it = TAILQ_NEXT(it, queue_link)) {
+		if (it->passed++ == 0)
+			it->first_passed_ms = now_ms;
+	}
+}

@@ -20,6 +20,11 @@ static inline bool queue_empty(const struct queue *q)
 {
 	return q->count == 0;
 }
+/*
+ * queue_pass_over counts that w is granted ahead of the waiters between the head and w (the
+ * head itself is not passed: a backfill never delays it), at now_ms.
+ */
+void queue_pass_over(struct queue *q, const struct waiter *w, uint64_t now_ms);
 /* queue_position returns how many waiters are ahead of w. */
 unsigned queue_position(const struct queue *q, const struct waiter *w);
 

@@ -131,6 +131,8 @@ int state_waiter_add(struct state *s, const struct waiter *t, uint64_t now_ms, u
 	w->enqueued_ms = now_ms;
 	w->due_ms = due_ms;
 	w->heap_slot = 0;
+	w->passed = 0;
+	w->first_passed_ms = 0;
 	err = idtable_add(&s->waiters, w, &w->seq);
 	if (err == 0 && due_ms != UINT64_MAX) {
 		err = state_deadline_set(s, DUE_WAITER, w->seq, due_ms, &w->heap_slot);

@@ -25,6 +25,7 @@ enum deadline_kind {
 	DUE_WAITER = 1, /* a waiting request's timeout (id: its arrival number) */
 	DUE_EVICTION,	/* an owner's time to unload a model (id: the model's) */
 	DUE_GRACE,	/* after a restart, the time to re-declare (id: 0) */
+	DUE_HOLD,	/* a model in use past its maximum hold (id: the model's) */
 };
 
 struct state {

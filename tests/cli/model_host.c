@@ -24,6 +24,8 @@
  * "registered NAME ID". Afterwards it serves events until SIGTERM or SIGINT (exit 0) or until
  * the daemon goes away (exit 3), printing one line per event:
  *   evict NAME           an evict request arrived
+ *   released NAME        ... for a model in use (maximum hold, a forced eviction): released
+ *                        first, as a host asked to give it back does (not with --no-ack)
  *   acked NAME           ... and was acked (not with --no-ack)
  *   ack-failed NAME ERR  ... the ack was refused
  *   revoked NAME         the daemon took the model's memory back
@@ -47,24 +49,30 @@ struct host {
 	struct host_model models[HOST_MAX_MODELS];
 };
 
-static const char *host_name_of(const struct host *h, uint64_t id)
+static struct host_model *host_model_of(struct host *h, uint64_t id)
 {
 	for (size_t i = 0; i < h->n; i++) {
 		if (h->models[i].id == id)
-			return h->models[i].name;
+			return &h->models[i];
 	}
-	return "?";
+	return NULL;
 }
 
 static void host_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
 {
 	struct host *h = userdata;
-	const char *name = host_name_of(h, ev->model_id);
+	struct host_model *m = host_model_of(h, ev->model_id);
+	const char *name = m ? m->name : "?";
 	int err;
 
 	switch (ev->type) {
 	case ROCMMEM_EVENT_EVICT_REQUEST:
 		printf("evict %s\n", name);
+		if (h->ack && m && m->in_use) {
+			err = rocmmem_model_release(c, m->id);
+			printf("%s %s\n", err ? "release-failed" : "released", name);
+			m->in_use = err != 0;
+		}
 		if (h->ack) {
 			err = rocmmem_model_evict_ack(c, ev->model_id);
 			if (err)

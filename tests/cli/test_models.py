@@ -426,7 +426,7 @@ class Usage(ModelTestCase):
     def test_help_lists_the_commands(self):
         r = self.ctl("--help", sock=False)
         self.assertEqual(r.rc, 0, r)
-        for line in (r"^  models \[--device N\]", r"^  evict MODEL$", r"^  pin MODEL$",
+        for line in (r"^  models \[--device N\]", r"^  evict MODEL \[--force\]$", r"^  pin MODEL$",
                      r"^  unpin MODEL$"):
             self.assertRegex(r.stdout, "(?m)" + line)
         self.assertIn("MODEL is a model's id", r.stdout)

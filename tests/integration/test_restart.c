@@ -38,6 +38,8 @@ struct seen {
 	char reconnected[256];
 	char last_reason[256];
 	char revoked_reason[256]; /* of the latest lease revocation */
+	uint64_t evict_model;	  /* of the first evict request */
+	long evict_ms;		  /* when it came (harness_now_ms) */
 };
 
 static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
@@ -56,6 +58,10 @@ static void on_event(rocmmem_client *c, const struct rocmmem_event *ev, void *us
 		s->revoked_models[s->nrevoked_models++] = ev->model_id;
 	if (ev->type == ROCMMEM_EVENT_RECONNECTED)
 		snprintf(s->reconnected, sizeof(s->reconnected), "%s", ev->reason);
+	if (ev->type == ROCMMEM_EVENT_EVICT_REQUEST && !s->evict_model) {
+		s->evict_model = ev->model_id;
+		s->evict_ms = harness_now_ms();
+	}
 }
 
 static void kill9(struct daemon_proc *d)
@@ -798,6 +804,81 @@ static void test_model_ids_are_mapped(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* pump_until_seen dispatches until *count is at least want; false at timeout_ms. */
+static bool pump_until_seen(rocmmem_client *c, const int *count, int want, long timeout_ms)
+{
+	long end = harness_now_ms() + timeout_ms;
+
+	while (*count < want && harness_now_ms() < end) {
+		struct pollfd p = {.fd = rocmmem_event_fd(c), .events = POLLIN};
+
+		if (poll(&p, 1, 50) > 0)
+			rocmmem_dispatch(c);
+	}
+	return *count >= want;
+}
+
+/*
+ * A model in use across a restart keeps a maximum hold: the new daemon arms it again when the
+ * model is re-declared, counted from the re-declaration (it has no record of when the use
+ * began), then asks the owner to release it and revokes it at the deadline.
+ */
+static void test_max_hold_rearmed_after_restart(void **state)
+{
+	static const char *const args[] = {"--budget",	       "64M", "--max-hold", "2",
+					   "--evict-deadline", "1",   NULL};
+	struct rocmmem_model_desc unet = {.struct_size = sizeof(unet),
+					  .name = "unet",
+					  .model_class = ROCMMEM_MODEL_TRANSFORMER,
+					  .size = 8 * MiB};
+	const long hold_ms = 2000;
+	const struct rocmmem_model_info *mi;
+	struct seen seen = {0};
+	struct daemon_proc d;
+	rocmmem_client *c;
+	rocmmem_status *st;
+	uint64_t id;
+	long restarted;
+
+	(void)state;
+	assert_int_equal(harness_daemon_start(&d, args), 0);
+	c = harness_connect(&d, "holder");
+	rocmmem_set_event_callback(c, on_event, &seen);
+	assert_int_equal(rocmmem_model_register(c, &unet, &id), 0);
+	assert_int_equal(rocmmem_model_acquire(c, id, 0), 0);
+	/* Some of its hold is spent before the restart: the new daemon does not know how much. */
+	usleep(300 * 1000);
+	kill9(&d);
+	assert_true(pump_until(c, ROCMMEM_RECONNECTING, 2000) >= 0);
+	assert_int_equal(seen.by_type[ROCMMEM_EVENT_EVICT_REQUEST], 0);
+	restarted = harness_now_ms();
+	restart(&d, args);
+	assert_true(pump_until(c, ROCMMEM_CONNECTED, 5000) >= 0);
+	st = status(&d);
+	mi = find_model(st, "unet");
+	assert_non_null(mi);
+	assert_int_equal(mi->state, ROCMMEM_MODEL_IN_USE);
+	rocmmem_status_free(st);
+
+	/* Asked to release it, a whole hold after the re-declaration (which came after the new
+	 * daemon started), not earlier; then revoked at its deadline, as it never answers. */
+	assert_true(pump_until_seen(c, &seen.by_type[ROCMMEM_EVENT_EVICT_REQUEST], 1,
+				    hold_ms + HARNESS_WAIT_MS));
+	assert_int_equal(seen.evict_model, id);
+	assert_true(seen.evict_ms - restarted >= hold_ms);
+	assert_true(harness_log_wait(&d, "longer than its maximum hold of 2 s", HARNESS_WAIT_MS));
+	assert_true(pump_until_seen(c, &seen.nrevoked_models, 1, HARNESS_WAIT_MS));
+	assert_int_equal(seen.revoked_models[0], id);
+	st = status(&d);
+	mi = find_model(st, "unet");
+	assert_non_null(mi);
+	assert_int_equal(mi->state, ROCMMEM_MODEL_EVICTED);
+	assert_int_equal(mi->use_count, 0);
+	rocmmem_status_free(st);
+	rocmmem_disconnect(c);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* ----------------------------------------------------------------------------------------- */
 /* When the end is final */
 
@@ -1073,6 +1154,7 @@ int main(void)
 	    cmocka_unit_test(test_smaller_budget_after_restart),
 	    cmocka_unit_test(test_lost_state_file_refuses_leases),
 	    cmocka_unit_test(test_model_ids_are_mapped),
+	    cmocka_unit_test(test_max_hold_rearmed_after_restart),
 	    cmocka_unit_test(test_graceful_stop_is_final),
 	    cmocka_unit_test(test_drain_deadline_revokes),
 	    cmocka_unit_test(test_reconnection_can_be_turned_off),

@@ -55,6 +55,7 @@ void fx_finish(struct fx *f)
 		while ((m = TAILQ_FIRST(&h->models))) {
 			device_unreserve(&f->s.devices[m->device], m->reservation);
 			state_deadline_clear(&f->s, &m->heap_slot);
+			state_deadline_clear(&f->s, &m->hold_slot);
 			state_model_remove(&f->s, m);
 		}
 		state_holder_leave(&f->s, h);

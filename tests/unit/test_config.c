@@ -19,6 +19,11 @@
 #include "app/config.h"
 #include "app/options_merge.h"
 #include "app/options_set.h"
+#include "policy/policy.h"
+
+/* Model classes as on the wire. */
+#define TRANSFORMER_CLASS 1
+#define VAE_CLASS 2
 
 #define GiB ((uint64_t)1 << 30)
 #define MiB ((uint64_t)1 << 20)
@@ -99,7 +104,11 @@ static void test_every_key(void **state)
 			      "restart_grace = 30\n"
 			      "\n"
 			      "[policy]\n"
-			      "evict_deadline = 7\n"
+			      "evict_deadline = 7, vae: 2.5, transformer:40\n"
+			      "max_hold = 600, vae:off, transformer:0.5\n"
+			      "backfill = off\n"
+			      "backfill_passes = 3\n"
+			      "backfill_wait = 1.5\n"
 			      "exclusive = transformer, vae\n"
 			      "exclusive = 1:text_encoder,image_encoder\n"
 			      "[limits]\n"
@@ -136,6 +145,15 @@ static void test_every_key(void **state)
 	assert_true(o.shutdown_timeout_ms == 2500);
 	assert_true(o.restart_grace_ms == 30000);
 	assert_true(o.evict_deadline_ms == 7000);
+	assert_true(o.evict_deadline_class_ms[VAE_CLASS] == 2500);
+	assert_true(o.evict_deadline_class_ms[TRANSFORMER_CLASS] == 40000);
+	assert_true(o.evict_deadline_class_ms[0] == 0); /* other: the default */
+	assert_true(o.max_hold_ms == 600000);
+	assert_true(o.max_hold_class_ms[VAE_CLASS] == POLICY_CLASS_OFF);
+	assert_true(o.max_hold_class_ms[TRANSFORMER_CLASS] == 500);
+	assert_false(o.backfill);
+	assert_int_equal(o.backfill_passes, 3);
+	assert_true(o.backfill_wait_ms == 1500);
 	assert_true(class_exclusion_conflict(&o.exclusive_all, 1, 2));	/* transformer, vae */
 	assert_true(class_exclusion_conflict(&o.exclusive[1], 3, 4));	/* encoders, device 1 */
 	assert_false(class_exclusion_conflict(&o.exclusive_all, 3, 4)); /* only on device 1 */
@@ -163,7 +181,7 @@ static void test_every_key(void **state)
 	assert_true(o.devices.has_budget && o.devices.budget == 8 * GiB);
 	assert_true(o.device[2].has_headroom && o.device[2].headroom == GiB);
 	assert_false(o.device[0].has_budget || o.device[0].has_headroom);
-	assert_int_equal(o.set, (1u << OPTION_COUNT) - 1); /* every setting given */
+	assert_true(o.set == ((uint64_t)1 << OPTION_COUNT) - 1); /* every setting given */
 	options_free(&o);
 }
 
@@ -191,6 +209,15 @@ static void test_bad_files(void **state)
 	expect_error("[limits]\nqueued = 1K\n", 2, "from 64K to 1G");
 	expect_error("[policy]\nevict_deadline = 0\n", 2, "more than 0");
 	expect_error("[policy]\nevict_deadline = 3601\n", 2, "at most 3600");
+	expect_error("[policy]\nevict_deadline = unet:5\n", 2, "unknown class 'unet'");
+	expect_error("[policy]\nevict_deadline = vae:\n", 2, "'': seconds");
+	expect_error("[policy]\nevict_deadline = vae:off\n", 2, "'off': seconds");
+	expect_error("[policy]\nevict_deadline = ,\n", 2, "expected [CLASS:]SECONDS");
+	expect_error("[policy]\nmax_hold = -1\n", 2, "seconds, more than 0");
+	expect_error("[policy]\nmax_hold = 604801\n", 2, "at most 604800, or off");
+	expect_error("[policy]\nbackfill = maybe\n", 2, "on or off");
+	expect_error("[policy]\nbackfill_passes = 0\n", 2, "from 1 to 1000000");
+	expect_error("[policy]\nbackfill_wait = 0\n", 2, "more than 0");
 	expect_error("[policy]\nexclusive = vae\n", 2, "at least two classes");
 	expect_error("[policy]\nexclusive = vae,unet\n", 2, "unknown class 'unet'");
 	expect_error("[device 1]\nexclusive = 1:vae,other\n", 2, "no device prefix here");

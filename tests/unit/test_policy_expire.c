@@ -85,6 +85,7 @@ static void test_eviction_past_due_revokes(void **state)
 	m = fx_model(&f, fx_holder(&f, 1000, 10, "a"), 0, "vae", VAE, 8 * MiB, 0);
 	fx_load(&f, m, 0);
 	m->evicting = true;
+	m->evict_started_ms = f.now; /* as the service asks */
 	assert_int_equal(
 	    state_deadline_set(&f.s, DUE_EVICTION, m->id, f.now + 20000, &m->heap_slot), 0);
 	f.now += 19999;

@@ -33,8 +33,9 @@ static void apply(struct fx *f, const struct policy_decision *d)
 	state_waiter_drop(&f->s, w);
 }
 
-/* Heads are granted in arrival order while they fit; a head that does not fit stops the
- * queue, even when a later request would fit (no backfilling). */
+/* Heads are granted in arrival order while they fit; with backfilling off (the fixture's
+ * default; test_policy_backfill.c has it on), a head that does not fit stops the queue, even
+ * when a later request would fit. */
 static void test_arrival_order_and_no_backfill(void **state)
 {
 	struct waiter *w1, *w2, *w3;

@@ -307,8 +307,9 @@ ROCMMEM_EXPORT uint64_t rocmmem_model_generation(rocmmem_client *c, uint64_t mod
 	return gen;
 }
 
-ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id,
-				       struct rocmmem_evict_result *result)
+/* evict asks for an eviction of model_id (forced: a model in use too) and waits for it. */
+static int evict(rocmmem_client *c, uint64_t model_id, bool force,
+		 struct rocmmem_evict_result *result)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__AdminRequest admin = ROCMMEM__WIRE__ADMIN_REQUEST__INIT;
@@ -326,6 +327,8 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id,
 				"rocmmem_evict_result");
 	req.has_model_id = true;
 	req.model_id = held_model_daemon_id(c, model_id);
+	req.has_force = force;
+	req.force = force;
 	admin.op_case = ROCMMEM__WIRE__ADMIN_REQUEST__OP_EVICT_MODEL;
 	admin.evict_model = &req;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ADMIN;
@@ -343,6 +346,20 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id,
 	return result ? abi_give(result, result->struct_size, &got, sizeof(got), EVICT_RESULT_1_0,
 				 "rocmmem_evict_result")
 		      : 0;
+}
+
+ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *c, uint64_t model_id,
+				       struct rocmmem_evict_result *result)
+{
+	return evict(c, model_id, false, result);
+}
+
+ROCMMEM_EXPORT int rocmmem_model_evict_force(rocmmem_client *c, uint64_t model_id,
+					     struct rocmmem_evict_result *result)
+{
+	if (!c)
+		return error_set(-EINVAL, "rocmmem_model_evict_force needs a client");
+	return evict(c, model_id, true, result);
 }
 
 ROCMMEM_EXPORT int rocmmem_model_pin(rocmmem_client *c, uint64_t model_id, int pin)

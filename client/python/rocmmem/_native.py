@@ -313,6 +313,7 @@ PROTOTYPES = {
     "rocmmem_model_evict_ack_generation": (c_int, [c_void_p, c_uint64, c_uint64]),
     "rocmmem_model_generation": (c_uint64, [c_void_p, c_uint64]),
     "rocmmem_model_evict": (c_int, [c_void_p, c_uint64, P(EvictResult)]),
+    "rocmmem_model_evict_force": (c_int, [c_void_p, c_uint64, P(EvictResult)]),
     "rocmmem_model_pin": (c_int, [c_void_p, c_uint64, c_int]),
     "rocmmem_set_event_callback": (c_int, [c_void_p, EVENT_FN, c_void_p]),
     "rocmmem_event_fd": (c_int, [c_void_p]),
