@@ -97,6 +97,9 @@ void svc_due_changed(struct svc *svc)
 {
 	uint64_t due = state_next_due(&svc->state);
 
+	if (svc_progress_due(svc) < due)
+		due = svc_progress_due(svc);
+
 	if (due == svc->due_ms)
 		return;
 	svc->due_ms = due;
