@@ -34,6 +34,7 @@ enum bus_type {
 	BUS_ACCESS_REFUSED,	 /* -EPERM to a peer or a request; logged rate-limited */
 	BUS_BYPASS,		 /* a request granted ahead of a head waiting for its holder */
 	BUS_ALLOC_FAILED,	 /* an allocation for a holder that left meanwhile failed */
+	BUS_ACK_REFUSED,	 /* an evict ack naming no eviction under way; logged limited */
 };
 
 /* Flags of an event. */

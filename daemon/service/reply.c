@@ -77,9 +77,10 @@ void svc_refuse(struct svc *svc, uint64_t holder, uint64_t request_id,
 				  holder_label(h, who, sizeof(who)), (unsigned)h->who.uid, r->text);
 		break;
 	case REFUSE_ACK:
+		e.type = BUS_ACK_REFUSED;
 		if (h)
-			log_warn("refused an evict ack of %s: %s",
-				 holder_label(h, who, sizeof(who)), r->text);
+			bus_emitf(&svc->bus, &e, LOG_LEVEL_WARN, "refused an evict ack of %s: %s",
+				  holder_label(h, who, sizeof(who)), r->text);
 		break;
 	case REFUSE_PLAIN:
 		break;
