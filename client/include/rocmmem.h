@@ -983,7 +983,9 @@ typedef void (*rocmmem_progress_fn)(rocmmem_client *client,
  * time, in order with the events, with no library lock held; from rocmmem_dispatch and from
  * inside any call of this client that waits for the daemon, on whichever thread delivers at
  * that moment, which need not be the waiting one): it may call the library, except
- * rocmmem_disconnect. Requests already sent keep what they asked. Returns 0, or -EINVAL.
+ * rocmmem_disconnect. While one is set, a call delivers the events and reports that came
+ * before its answer before it returns (unless another thread is delivering). Requests already
+ * sent keep what they asked. Returns 0, or -EINVAL.
  */
 ROCMMEM_EXPORT int rocmmem_set_progress_callback(rocmmem_client *client, rocmmem_progress_fn fn,
 						 void *userdata);

@@ -46,6 +46,10 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 	for (;;) {
 		m = take_reply(c, id);
 		if (m) {
+			/* With progress asked for, what came before the answer (an eviction's
+			 * end) is told before the call returns, as the daemon sent it. */
+			if (c->progress_fn && conn_has_events(c) && !c->delivering)
+				conn_deliver(c);
 			c->busy--;
 			pthread_mutex_unlock(&c->lock);
 			*out = m;
