@@ -15,7 +15,7 @@
  * so does a summary line when the client leaves (or its slot is taken). The clients followed
  * at once are the EVENTLOG_CLIENTS that warned last: the memory is fixed.
  */
-#define EVENTLOG_CLIENT_BURST 5u
+#define EVENTLOG_CLIENT_BURST 10u
 #define EVENTLOG_CLIENT_INTERVAL_MS 10000u
 #define EVENTLOG_CLIENTS 64u
 

@@ -17,7 +17,7 @@ sys.path.insert(0, HERE)
 from test_third_party import Conn, MiB, pb  # noqa: E402
 from daemon import CliTestCase, poll_until  # noqa: E402
 
-BURST, INTERVAL_S = 5, 10.0  # EVENTLOG_CLIENT_BURST, EVENTLOG_CLIENT_INTERVAL_MS (eventlog.h)
+BURST, INTERVAL_S = 10, 10.0  # EVENTLOG_CLIENT_BURST, EVENTLOG_CLIENT_INTERVAL_MS (eventlog.h)
 HELD = re.compile(r" \(and (\d+) more line\(s\) about this client not logged\)$")
 SUMMARY = re.compile(r"pid \d+ '(\S+)': (\d+) more warning line\(s\) about it not logged")
 
