@@ -155,7 +155,7 @@ static int acquire(const struct ctl *ctl, rocmmem_client *client,
 
 	/* Without progress the lease still goes ahead: it is only the commentary. */
 	if (req->timeout_ms != 0)
-		ctl_progress_start(client, req->device, req->size, &progress);
+		ctl_progress_start(client, req->device, req->size, ctl->json, &progress);
 	/* While waiting for memory, Ctrl-C simply ends the process: the daemon drops the
 	 * request with the connection. */
 	err = rocmmem_lease_acquire(client, req, lease);

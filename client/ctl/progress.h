@@ -13,10 +13,12 @@ struct ctl_progress;
 /*
  * ctl_progress_start watches the daemon's queue (through client, from a thread) for this
  * process's request of bytes on device and, once it is seen waiting, says so on stderr: one
- * line rewritten in place on a terminal, a line per change when piped. Returns 0 or a negative
- * errno (then no progress is shown; the lease goes ahead).
+ * line rewritten in place on a terminal, a line per change when piped, with what it waits for
+ * as the daemon reports it (the request's progress callback). With json, each of the daemon's
+ * reports is a JSON line on stderr instead. Returns 0 or a negative errno (then no progress is
+ * shown; the lease goes ahead).
  */
-int ctl_progress_start(rocmmem_client *client, unsigned device, uint64_t bytes,
+int ctl_progress_start(rocmmem_client *client, unsigned device, uint64_t bytes, bool json,
 		       struct ctl_progress **out);
 
 /*

@@ -69,7 +69,7 @@ extern "C" {
  * flags, fields appended to structs); a new PATCH changes neither.
  */
 #define ROCMMEM_VERSION_MAJOR 1
-#define ROCMMEM_VERSION_MINOR 0
+#define ROCMMEM_VERSION_MINOR 1
 #define ROCMMEM_VERSION_PATCH 0
 
 /* A version as one number, MAJOR * 10000 + MINOR * 100 + PATCH: 10000 is 1.0.0. */
@@ -916,6 +916,89 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
  * longer once memory is being taken over, when giving up would hand it back).
  */
 ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *client);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Progress of a waiting request (since 1.1) */
+
+/*
+ * While a lease, a model's acquire or a resize waits for memory, the daemon can say where it
+ * stands and what it waits for: its place in its device's queue, and the eviction of which
+ * model (and that eviction's deadline), or which client's bytes, or the budget. Once a progress
+ * callback is set, every such request this client sends asks for it (an older daemon sends
+ * none): it comes when the request starts waiting, when what it waits for changes (at most 4
+ * times a second per request; changes in between are folded into the next), and at once when
+ * the eviction it waited for ends. Requests that do not wait get none.
+ */
+enum rocmmem_wait_reason {
+	ROCMMEM_WAIT_UNKNOWN = 0,   /* a reason this library does not know */
+	ROCMMEM_WAIT_GRANTING = 1,  /* it fits: being granted */
+	ROCMMEM_WAIT_QUEUE = 2,	    /* requests ahead of it go first (owner_*: the first's) */
+	ROCMMEM_WAIT_EVICTION = 3,  /* model_id's eviction: owner_*, deadline_ms */
+	ROCMMEM_WAIT_HOLDER = 4,    /* bytes a client holds in use: owner_*, bytes */
+	ROCMMEM_WAIT_EXCLUSIVE = 5, /* model_id, of a class that excludes its own, is resident */
+	ROCMMEM_WAIT_BUDGET = 6,    /* nobody's: memory being freed, or a budget lowered */
+};
+
+/* What kind of request waits. */
+enum rocmmem_wait_request {
+	ROCMMEM_WAITING_LEASE = 1,
+	ROCMMEM_WAITING_MODEL_ACQUIRE = 2,
+	ROCMMEM_WAITING_MODEL_RESIZE = 3,
+};
+
+/* How the eviction the request waited for ended (eviction_ended). */
+enum rocmmem_eviction_end {
+	ROCMMEM_EVICTION_UNDER_WAY = 0, /* it has not (or the reason is not an eviction) */
+	ROCMMEM_EVICTION_ACKED = 1,	/* its owner unloaded the model */
+	ROCMMEM_EVICTION_REVOKED = 2,	/* its owner missed the deadline: taken back */
+};
+
+/*
+ * One progress report, owned by the library and valid only during the callback that receives
+ * it (its strings too). struct_size is the size of the struct as this library fills it: a
+ * program built against a newer header reads a field only when struct_size covers it. Fields
+ * are only ever appended.
+ */
+struct rocmmem_wait_progress {
+	size_t struct_size;
+	enum rocmmem_wait_request request;
+	uint64_t request_model_id; /* the host's id of the request's model (a model request's, a
+				    * tagged lease's), 0: none */
+	uint64_t requested;	   /* bytes as asked: a lease's size, a resize's target */
+	rocmmem_device_index device;
+	uint32_t position; /* requests ahead of it in the device's queue (0: first) */
+	uint32_t queued;   /* requests waiting on the device, it included */
+	enum rocmmem_wait_reason reason;
+	uint64_t needed;	/* bytes it needs now */
+	uint64_t free_bytes;	/* free within the device's budget now */
+	uint64_t model_id;	/* EVICTION, EXCLUSIVE: the model (the daemon's id, as in status) */
+	const char *model_name; /* "" when none */
+	int32_t owner_pid;	/* the model's owner, or the client (HOLDER, QUEUE); 0: unknown */
+	const char *owner_name; /* "" when none */
+	uint64_t owner_client_id;	/* the daemon's connection id of that client, 0: none */
+	rocmmem_timeout_ms deadline_ms; /* EVICTION under way: ms left (when sent) before the
+					 * owner is revoked; -1: none */
+	uint64_t bytes;	    /* EVICTION, EXCLUSIVE: the model's; HOLDER: what the client holds */
+	uint32_t evictions; /* evictions under way on the device */
+	uint64_t waited_ms; /* how long it has waited */
+	enum rocmmem_eviction_end eviction_ended; /* the eviction of model_id is over */
+};
+
+typedef void (*rocmmem_progress_fn)(rocmmem_client *client,
+				    const struct rocmmem_wait_progress *progress, void *userdata);
+
+/*
+ * rocmmem_set_progress_callback sets the function told the progress of this client's waiting
+ * requests (NULL: no more asked for). It is called like the event callback (one report at a
+ * time, in order with the events, with no library lock held; from rocmmem_dispatch and from
+ * inside any call of this client that waits for the daemon, on whichever thread delivers at
+ * that moment, which need not be the waiting one): it may call the library, except
+ * rocmmem_disconnect. While one is set, a call delivers the events and reports that came
+ * before its answer before it returns (unless another thread is delivering). Requests already
+ * sent keep what they asked. Returns 0, or -EINVAL.
+ */
+ROCMMEM_EXPORT int rocmmem_set_progress_callback(rocmmem_client *client, rocmmem_progress_fn fn,
+						 void *userdata);
 
 /* ----------------------------------------------------------------------------------------- */
 /* Telemetry: samples of the daemon's state and its events, as they happen */

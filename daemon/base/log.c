@@ -233,11 +233,18 @@ void log_event(enum log_level level, const struct log_field *fields, unsigned nf
 bool log_ratelimit_pass(struct log_ratelimit *rl, unsigned long long now_ms,
 			unsigned long long *held)
 {
-	if (now_ms - rl->window_ms >= LOG_RATELIMIT_INTERVAL_MS || now_ms < rl->window_ms) {
+	return log_ratelimit_allow(rl, now_ms, LOG_RATELIMIT_BURST, LOG_RATELIMIT_INTERVAL_MS,
+				   held);
+}
+
+bool log_ratelimit_allow(struct log_ratelimit *rl, unsigned long long now_ms, unsigned burst,
+			 unsigned interval_ms, unsigned long long *held)
+{
+	if (now_ms - rl->window_ms >= interval_ms || now_ms < rl->window_ms) {
 		rl->window_ms = now_ms;
 		rl->lines = 0;
 	}
-	if (rl->lines >= LOG_RATELIMIT_BURST) {
+	if (rl->lines >= burst) {
 		rl->held++;
 		return false;
 	}

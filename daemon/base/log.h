@@ -66,6 +66,10 @@ struct log_ratelimit {
 bool log_ratelimit_pass(struct log_ratelimit *rl, unsigned long long now_ms,
 			unsigned long long *held);
 
+/* log_ratelimit_allow is log_ratelimit_pass with at most burst lines per interval_ms. */
+bool log_ratelimit_allow(struct log_ratelimit *rl, unsigned long long now_ms, unsigned burst,
+			 unsigned interval_ms, unsigned long long *held);
+
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)

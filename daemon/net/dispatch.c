@@ -155,6 +155,7 @@ static void memory_request(struct client *c, const Rocmmem__Wire__ClientMessage 
 		r.model_id = q->has_model_id ? q->model_id : 0;
 		r.timeout_ms = q->has_timeout_ms ? q->timeout_ms : 0;
 		r.tag = q->tag;
+		r.progress = q->has_progress && q->progress;
 		break;
 	}
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
@@ -162,6 +163,7 @@ static void memory_request(struct client *c, const Rocmmem__Wire__ClientMessage 
 		r.model_id = msg->model_acquire->has_model_id ? msg->model_acquire->model_id : 0;
 		r.timeout_ms =
 		    msg->model_acquire->has_timeout_ms ? msg->model_acquire->timeout_ms : 0;
+		r.progress = msg->model_acquire->has_progress && msg->model_acquire->progress;
 		break;
 	default:
 		r.kind = POLICY_MODEL_RESIZE;
@@ -169,6 +171,7 @@ static void memory_request(struct client *c, const Rocmmem__Wire__ClientMessage 
 		r.requested = msg->model_resize->reservation;
 		r.timeout_ms =
 		    msg->model_resize->has_timeout_ms ? msg->model_resize->timeout_ms : 0;
+		r.progress = msg->model_resize->has_progress && msg->model_resize->progress;
 		break;
 	}
 	svc_request(&c->server->svc, &r);

@@ -15,6 +15,22 @@ _Static_assert((int)BACKEND_HANDLE_DMABUF == (int)ROCMMEM__WIRE__HANDLE_KIND__HA
 _Static_assert((int)BACKEND_HANDLE_IPC == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC,
 	       "handle kinds");
 
+/* The policy's reasons and the progress's ends are the wire's numbers. */
+_Static_assert((int)WAITFOR_GRANTING == (int)ROCMMEM__WIRE__WAIT_REASON__WAIT_GRANTING, "reasons");
+_Static_assert((int)WAITFOR_QUEUE == (int)ROCMMEM__WIRE__WAIT_REASON__WAIT_QUEUE, "reasons");
+_Static_assert((int)WAITFOR_EVICTION == (int)ROCMMEM__WIRE__WAIT_REASON__WAIT_EVICTION, "reasons");
+_Static_assert((int)WAITFOR_HOLDER == (int)ROCMMEM__WIRE__WAIT_REASON__WAIT_HOLDER, "reasons");
+_Static_assert((int)WAITFOR_EXCLUSIVE == (int)ROCMMEM__WIRE__WAIT_REASON__WAIT_EXCLUSIVE,
+	       "reasons");
+_Static_assert((int)WAITFOR_BUDGET == (int)ROCMMEM__WIRE__WAIT_REASON__WAIT_BUDGET, "reasons");
+_Static_assert((int)WAIT_LEASE + 1 == (int)ROCMMEM__WIRE__WAIT_REQUEST__WAIT_LEASE, "kinds");
+_Static_assert((int)WAIT_MODEL_ACQUIRE + 1 == (int)ROCMMEM__WIRE__WAIT_REQUEST__WAIT_MODEL_ACQUIRE,
+	       "kinds");
+_Static_assert((int)WAIT_MODEL_RESIZE + 1 == (int)ROCMMEM__WIRE__WAIT_REQUEST__WAIT_MODEL_RESIZE,
+	       "kinds");
+_Static_assert((int)PROGRESS_ACKED == (int)ROCMMEM__WIRE__EVICTION_END__EVICTION_ACKED, "ends");
+_Static_assert((int)PROGRESS_REVOKED == (int)ROCMMEM__WIRE__EVICTION_END__EVICTION_REVOKED, "ends");
+
 /* lease_grant fills body with lease l's grant (device d's bus id, l's model's generation). */
 static void lease_grant(Rocmmem__Wire__LeaseGrant *body, const struct lease *l,
 			const struct device *d, uint64_t waited_ms)
@@ -138,8 +154,59 @@ void encode_reply(struct client *c, uint64_t request_id, const struct svc_reply 
 	client_reply(c, &reply, NULL, 0);
 }
 
+/* progress fills body with a waiting request's progress. */
+static void progress(Rocmmem__Wire__WaitProgress *body, const struct svc_progress *p)
+{
+	const struct waitfor *w = &p->wait;
+
+	body->has_request_id = body->has_device = body->has_position = body->has_queued = true;
+	body->request_id = p->request_id;
+	body->device = w->device;
+	body->position = w->position;
+	body->queued = w->queued;
+	body->has_reason = body->has_needed = body->has_free = body->has_waited_ms = true;
+	body->reason = (Rocmmem__Wire__WaitReason)w->reason;
+	body->needed = w->need;
+	body->free = w->free;
+	body->waited_ms = p->waited_ms;
+	body->has_evictions = true;
+	body->evictions = w->evictions;
+	if (w->model) {
+		body->has_model_id = true;
+		body->model_id = w->model;
+		body->model_name = (char *)p->model_name;
+	}
+	if (w->owner) {
+		body->has_owner_client_id = true;
+		body->owner_client_id = w->owner;
+		body->has_owner_pid = p->owner_pid != 0;
+		body->owner_pid = p->owner_pid;
+		body->owner_name = (char *)p->owner_name;
+	}
+	if (w->bytes) {
+		body->has_bytes = true;
+		body->bytes = w->bytes;
+	}
+	if (w->reason == WAITFOR_EVICTION && p->ended == PROGRESS_WAITING) {
+		body->has_deadline_ms = true;
+		body->deadline_ms = p->deadline_left_ms;
+	}
+	body->has_request = body->has_requested = true;
+	body->request = (Rocmmem__Wire__WaitRequest)(p->kind + 1);
+	body->requested = p->requested;
+	if (p->request_model) {
+		body->has_request_model_id = true;
+		body->request_model_id = p->request_model;
+	}
+	if (p->ended != PROGRESS_WAITING) {
+		body->has_eviction_ended = true;
+		body->eviction_ended = (Rocmmem__Wire__EvictionEnd)p->ended;
+	}
+}
+
 void encode_notice(struct client *c, const struct svc_notice *n)
 {
+	Rocmmem__Wire__WaitProgress wait = ROCMMEM__WIRE__WAIT_PROGRESS__INIT;
 	Rocmmem__Wire__Event ev = ROCMMEM__WIRE__EVENT__INIT;
 	Rocmmem__Wire__EvictRequest evict = ROCMMEM__WIRE__EVICT_REQUEST__INIT;
 	Rocmmem__Wire__ModelRevoked model = ROCMMEM__WIRE__MODEL_REVOKED__INIT;
@@ -175,6 +242,11 @@ void encode_notice(struct client *c, const struct svc_notice *n)
 		lease.model_generation = n->generation;
 		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_LEASE_REVOKED;
 		ev.lease_revoked = &lease;
+		break;
+	case NOTE_WAIT_PROGRESS:
+		progress(&wait, n->progress);
+		ev.body_case = ROCMMEM__WIRE__EVENT__BODY_PROGRESS;
+		ev.progress = &wait;
 		break;
 	}
 	client_event(c, &ev);

@@ -65,6 +65,7 @@ struct policy_request {
 	uint64_t model_id;
 	int64_t timeout_ms; /* 0: never wait; < 0: no limit */
 	const char *tag;    /* leases */
+	bool progress;	    /* tell it what it waits for while it waits (service/progress.c) */
 };
 
 enum policy_verdict {

@@ -35,6 +35,7 @@ enum bus_type {
 	BUS_BYPASS,		 /* a request granted ahead of a head waiting for its holder */
 	BUS_ALLOC_FAILED,	 /* an allocation for a holder that left meanwhile failed */
 	BUS_BACKFILL,		 /* a request granted ahead of a head it does not delay */
+	BUS_ACK_REFUSED,	 /* an evict ack naming no eviction under way; logged limited */
 };
 
 /* Flags of an event. */

@@ -79,16 +79,99 @@ static void held_back(struct log_ratelimit *rl, uint64_t now_ms, enum log_level 
 	log_msg(level, "%s%s", line, suffix);
 }
 
+/* write_line writes e's line, with its journal fields when it is one of the wire's types. */
+static void write_line(const struct bus_event *e, const char *line, const char *suffix)
+{
+	struct log_field fields[12];
+	struct field_text text;
+
+	if (e->type >= BUS_OWN)
+		log_msg(e->level, "%s%s", line, suffix);
+	else
+		log_event(e->level, fields, journal_fields(e, &text, fields), "%s%s", line, suffix);
+}
+
+/* client_caused says whether a client can cause e at will: then it is limited per client. */
+static bool client_caused(const struct bus_event *e)
+{
+	if (!e->holder || e->level > LOG_LEVEL_WARN)
+		return false;
+	return e->type == BUS_LEASE_DENIED || e->type == BUS_LIMIT_HIT ||
+	       e->type == BUS_ACCESS_REFUSED || e->type == BUS_ACK_REFUSED;
+}
+
+/* summary says how many lines of slot c were not logged, if any, and frees the slot. */
+static void summary(struct eventlog_client *c)
+{
+	if (c->holder && c->rl.held)
+		log_msg(
+		    LOG_LEVEL_WARN,
+		    "%s: %llu more warning line(s) about it not logged (at most %u per %u s per "
+		    "client)",
+		    c->label, c->rl.held, EVENTLOG_CLIENT_BURST,
+		    EVENTLOG_CLIENT_INTERVAL_MS / 1000);
+	memset(c, 0, sizeof(*c));
+}
+
+/* slot_of finds holder's slot, or takes a free one or the least recently used. */
+static struct eventlog_client *slot_of(struct eventlog *l, uint64_t holder)
+{
+	struct eventlog_client *oldest = &l->clients[0];
+
+	for (unsigned i = 0; i < EVENTLOG_CLIENTS; i++) {
+		struct eventlog_client *c = &l->clients[i];
+
+		if (c->holder == holder)
+			return c;
+		if (!c->holder || (oldest->holder && c->used_ms < oldest->used_ms))
+			oldest = c;
+	}
+	summary(oldest);
+	oldest->holder = holder;
+	return oldest;
+}
+
+/* per_client writes a line a client caused, within its limit and everyone's. */
+static void per_client(struct eventlog *l, const struct bus_event *e, const char *line,
+		       uint64_t now_ms)
+{
+	struct eventlog_client *c = slot_of(l, e->holder->id);
+	unsigned long long held, others;
+	char suffix[96] = "";
+
+	holder_label(e->holder, c->label, sizeof(c->label));
+	c->used_ms = now_ms;
+	if (!log_ratelimit_allow(&c->rl, now_ms, EVENTLOG_CLIENT_BURST, EVENTLOG_CLIENT_INTERVAL_MS,
+				 &held))
+		return;
+	if (!log_ratelimit_pass(&l->all_clients, now_ms, &others)) {
+		/* Counted as this client's, said with its next line or its summary. */
+		l->all_clients.held = 0;
+		c->rl.held += held + 1;
+		return;
+	}
+	if (held)
+		snprintf(suffix, sizeof(suffix),
+			 " (and %llu more line(s) about this client not logged)", held);
+	write_line(e, line, suffix);
+}
+
 static void on_event(void *ctx, const struct bus_event *e, const char *line, uint64_t mono_ms,
 		     uint64_t real_ms)
 {
 	struct eventlog *l = ctx;
-	struct log_field fields[12];
-	struct field_text text;
 
 	(void)real_ms;
+	if (e->type == BUS_CLIENT_DISCONNECTED && e->holder)
+		for (unsigned i = 0; i < EVENTLOG_CLIENTS; i++)
+			if (l->clients[i].holder == e->holder->id)
+				summary(&l->clients[i]);
 	if (!line)
 		return;
+	if (client_caused(e)) {
+		per_client(l, e, line, mono_ms);
+		return;
+	}
 	switch (e->type) {
 	case BUS_LIMIT_HIT:
 		held_back(&l->limits, mono_ms, e->level, line, HELD_LIMITS);
@@ -100,11 +183,7 @@ static void on_event(void *ctx, const struct bus_event *e, const char *line, uin
 	default:
 		break;
 	}
-	if (e->type >= BUS_OWN) {
-		log_msg(e->level, "%s", line);
-		return;
-	}
-	log_event(e->level, fields, journal_fields(e, &text, fields), "%s", line);
+	write_line(e, line, "");
 }
 
 int eventlog_subscribe(struct eventlog *l, struct bus *b)

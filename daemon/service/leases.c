@@ -38,6 +38,8 @@ static void queue(struct svc *svc, struct holder *h, const struct policy_request
 		return;
 	}
 	svc_due_changed(svc);
+	if (r->progress && svc_progress_track(svc, w) < 0)
+		log_warn("out of memory: a waiting request is not told its progress");
 	log_debug("queued %s on device %u for connection %" PRIu64 " (%u waiting)",
 		  size_format(w->size, s1, sizeof(s1)), w->device, h->id,
 		  svc->state.devices[w->device].queue.count);

@@ -141,6 +141,8 @@ void svc_pump(struct svc *svc)
 		}
 	} while (svc->pump_again);
 	svc->pumping = false;
+	/* The queues have settled: tell the waiters who asked what they wait for now. */
+	svc_progress_update(svc);
 }
 
 /* hold_over applies what a model's passed maximum hold calls for; its deadline goes. */
@@ -216,6 +218,7 @@ void svc_run_deadlines(struct svc *svc)
 		if (!expired(svc, now))
 			heap_pop(&svc->state.deadlines, &gone); /* nobody's any more */
 	}
+	svc_progress_update(svc); /* changes folded until now */
 	/* Said again whatever it is: the user's timer has just fired. */
 	svc->due_ms = 0;
 	svc_due_changed(svc);

@@ -77,9 +77,10 @@ void svc_refuse(struct svc *svc, uint64_t holder, uint64_t request_id,
 				  holder_label(h, who, sizeof(who)), (unsigned)h->who.uid, r->text);
 		break;
 	case REFUSE_ACK:
+		e.type = BUS_ACK_REFUSED;
 		if (h)
-			log_warn("refused an evict ack of %s: %s",
-				 holder_label(h, who, sizeof(who)), r->text);
+			bus_emitf(&svc->bus, &e, LOG_LEVEL_WARN, "refused an evict ack of %s: %s",
+				  holder_label(h, who, sizeof(who)), r->text);
 		break;
 	case REFUSE_PLAIN:
 		break;
@@ -96,6 +97,9 @@ void svc_notify(struct svc *svc, uint64_t holder, const struct svc_notice *n)
 void svc_due_changed(struct svc *svc)
 {
 	uint64_t due = state_next_due(&svc->state);
+
+	if (svc_progress_due(svc) < due)
+		due = svc_progress_due(svc);
 
 	if (due == svc->due_ms)
 		return;

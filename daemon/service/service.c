@@ -45,6 +45,7 @@ int svc_init(struct svc *svc, struct backend *backend, const struct budget_confi
 	svc->due_ms = UINT64_MAX;
 	policy_scratch_init(&svc->scratch);
 	bus_init(&svc->bus, clock);
+	svc_progress_init(svc);
 	state_init(&svc->state);
 	if (n == 0) {
 		log_error("The %s backend reports no devices", backend_name(backend));
@@ -152,6 +153,7 @@ void svc_finish(struct svc *svc)
 {
 	state_finish(&svc->state);
 	policy_scratch_finish(&svc->scratch);
+	svc_progress_finish(svc);
 	if (svc->backend)
 		svc->backend->ops->destroy(svc->backend);
 	svc->backend = NULL;

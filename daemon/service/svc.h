@@ -20,6 +20,7 @@
 #include "platform/job.h"
 #include "platform/statefile.h"
 #include "policy/policy.h"
+#include "progress.h"
 #include "state/state.h"
 
 /*
@@ -64,6 +65,7 @@ enum svc_notice_kind {
 	NOTE_EVICT_REQUEST, /* unload model_id (generation) by deadline_ms for bytes_needed */
 	NOTE_MODEL_REVOKED, /* model_id (generation) was taken back: reason */
 	NOTE_LEASE_REVOKED, /* lease_id went with model_id's residency (generation): reason */
+	NOTE_WAIT_PROGRESS, /* what a waiting request waits for: progress (service/progress.c) */
 };
 
 struct svc_notice {
@@ -74,6 +76,7 @@ struct svc_notice {
 	uint64_t bytes_needed;
 	uint64_t deadline_ms; /* how long the owner has */
 	const char *reason;
+	const struct svc_progress *progress; /* NOTE_WAIT_PROGRESS */
 };
 
 /* Installed by the service's user (net/, or the simulator's recorder). */
@@ -120,8 +123,9 @@ struct svc {
 	void (*pump)(struct svc *svc);
 	bool pumping;
 	bool pump_again;
-	unsigned pump_decisions; /* what the last svc_pump applied (the simulator bounds it) */
-	uint64_t due_ms;	 /* what due_changed last said */
+	unsigned pump_decisions;  /* what the last svc_pump applied (the simulator bounds it) */
+	uint64_t due_ms;	  /* what due_changed last said */
+	struct progress progress; /* waiting requests told what they wait for */
 };
 
 static inline uint64_t svc_now(const struct svc *svc)

@@ -2,6 +2,7 @@
 """A queued `rocmmemctl lease` says on stderr where it stands, and how long it waited once
 granted: a line per change through a pipe, one line rewritten in place on a terminal."""
 import fcntl
+import json
 import os
 import pty
 import re
@@ -18,6 +19,8 @@ from daemon import CliTestCase, clean_env, poll_until, rocmmemctl_bin
 WAITING = (r"rocmmemctl: lease: waiting for (\d+) MiB on device 0: position (\d+) of (\d+) in "
            r"the queue, (\d+)s so far; (\d+) MiB free of 64 MiB")
 GRANTED = r"rocmmemctl: lease: granted after waiting (\d+\.\d) s"
+# What the daemon says the request waits for (since 1.1), after "; ".
+WHY = r"(; (waits for|the eviction of) [^\r\n\033]*)?"
 
 
 class Terminal:
@@ -96,7 +99,7 @@ class Progress(CliTestCase):
         self.assertNotIn("\033", err)
         lines = err.splitlines()
         for line in lines[:-1]:
-            self.assertRegex(line, "^" + WAITING + "$")
+            self.assertRegex(line, "^" + WAITING + WHY + "$")
         self.assertEqual(len(lines) - 1, len(set(lines[:-1])), "a line when something changed")
         g = re.fullmatch(GRANTED, lines[-1])
         self.assertIsNotNone(g, lines)
@@ -109,7 +112,7 @@ class Progress(CliTestCase):
         t = Terminal([rocmmemctl_bin(), "--socket", self.sock, "lease", "40M", "--timeout", "30",
                       "--hold", "0"], self.dir)
         self.addCleanup(t.kill)
-        poll_until(lambda: re.search(r"\r" + WAITING + r"\033\[K", t.text()), timeout=10,
+        poll_until(lambda: re.search(r"\r" + WAITING + WHY + r"\033\[K", t.text()), timeout=10,
                    what="the line on the terminal")
         # Rewritten in place (each a \r, never a newline) while it waits.
         poll_until(lambda: len(re.findall(r"\r" + WAITING, t.text())) >= 2, timeout=10,
@@ -149,6 +152,51 @@ class Progress(CliTestCase):
         r = self.ctl("lease", "20M", "--timeout", "30", "--hold", "0")
         self.assertEqual((r.rc, r.stderr), (0, ""), r)
         self.assertLess(time.monotonic() - t0, 30)
+
+
+class WaitsFor(CliTestCase):
+    """Behind a stopped owner (SIGSTOP) of an idle model, the line names the model, its owner
+    and the deadline, then says the eviction ended; --json gives the daemon's reports as JSON
+    lines on stderr."""
+
+    def setUp(self):
+        super().setUp()
+        host = os.environ.get("ROCMMEM_MODEL_HOST")
+        if not host:
+            raise RuntimeError("$ROCMMEM_MODEL_HOST is not set: run through ctest -L cli")
+        self.start_daemon(extra=["--evict-deadline", "2"])
+        self.host = self.background([host, self.sock, "flux:transformer:48M"], "host")
+        self.mid = int(self.host.wait_stdout(r"^registered flux (\d+)$").group(1))
+        self.host.signal(signal.SIGSTOP)
+        self.addCleanup(self.host.signal, signal.SIGCONT)
+
+    def test_piped(self):
+        w = self.holder("40M", "--timeout", "30", "--hold", "0", name="waiter")
+        eviction = (WAITING + rf"; waits for the eviction of model {self.mid} 'flux' "
+                    rf"\(pid {self.host.pid} 'model_host'\), deadline in ([12])s")
+        poll_until(lambda: re.search(eviction, w.stderr()), timeout=10, what="the model named")
+        self.assertEqual(w.wait(), 0, w)
+        lines = w.stderr().splitlines()
+        self.assertRegex(lines[-1], GRANTED)
+        self.assertRegex(w.stdout(), r"^lease \d+: 40 MiB on device 0")
+        for line in lines[:-1]:
+            self.assertRegex(line, "^" + WAITING)
+
+    def test_json_lines(self):
+        r = self.ctl("--json", "lease", "40M", "--timeout", "30", "--hold", "0", timeout=30)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.stdout)["bytes"], 40 << 20)
+        reports = [json.loads(line) for line in r.stderr.splitlines()]
+        self.assertGreaterEqual(len(reports), 2, r.stderr)
+        for rep in reports:
+            self.assertEqual(rep["event"], "wait_progress")
+            self.assertEqual((rep["model_id"], rep["model_name"]), (self.mid, "flux"))
+            self.assertEqual((rep["owner_pid"], rep["owner_name"]),
+                             (self.host.pid, "model_host"))
+            self.assertEqual((rep["reason"], rep["position"]), ("eviction", 0))
+        self.assertTrue(0 < reports[0]["deadline_ms"] <= 2000, reports[0])
+        self.assertIsNone(reports[0]["eviction_ended"])
+        self.assertEqual(reports[-1]["eviction_ended"], "revoked")
 
 
 if __name__ == "__main__":

@@ -265,6 +265,31 @@ static void event(void)
 	FIELD(rocmmem_event, generation);
 }
 
+static void wait_progress(void)
+{
+	STRUCT(rocmmem_wait_progress);
+	FIELD(rocmmem_wait_progress, struct_size);
+	FIELD(rocmmem_wait_progress, request);
+	FIELD(rocmmem_wait_progress, request_model_id);
+	FIELD(rocmmem_wait_progress, requested);
+	FIELD(rocmmem_wait_progress, device);
+	FIELD(rocmmem_wait_progress, position);
+	FIELD(rocmmem_wait_progress, queued);
+	FIELD(rocmmem_wait_progress, reason);
+	FIELD(rocmmem_wait_progress, needed);
+	FIELD(rocmmem_wait_progress, free_bytes);
+	FIELD(rocmmem_wait_progress, model_id);
+	FIELD(rocmmem_wait_progress, model_name);
+	FIELD(rocmmem_wait_progress, owner_pid);
+	FIELD(rocmmem_wait_progress, owner_name);
+	FIELD(rocmmem_wait_progress, owner_client_id);
+	FIELD(rocmmem_wait_progress, deadline_ms);
+	FIELD(rocmmem_wait_progress, bytes);
+	FIELD(rocmmem_wait_progress, evictions);
+	FIELD(rocmmem_wait_progress, waited_ms);
+	FIELD(rocmmem_wait_progress, eviction_ended);
+}
+
 static void connect_options(void)
 {
 	STRUCT(rocmmem_connect_options);
@@ -361,6 +386,7 @@ int main(void)
 	sample_info();
 	telemetry_event();
 	event();
+	wait_progress();
 	connect_options();
 	evict_result();
 	constants();

@@ -228,6 +228,7 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c,
 	acq.has_timeout_ms = true;
 	acq.timeout_ms = req->timeout_ms;
 	acq.tag = (char *)req->tag;
+	acq.has_progress = acq.progress = conn_progress_wanted(c);
 	if (req->model_id) {
 		acq.has_model_id = true;
 		acq.model_id = held_model_daemon_id(c, req->model_id);

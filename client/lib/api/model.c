@@ -155,6 +155,7 @@ ROCMMEM_EXPORT int rocmmem_model_acquire(rocmmem_client *c, uint64_t model_id,
 	req.model_id = held_model_daemon_id(c, model_id);
 	req.has_timeout_ms = true;
 	req.timeout_ms = timeout_ms;
+	req.has_progress = req.progress = conn_progress_wanted(c);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE;
 	msg.model_acquire = &req;
 	err = call_waiting(c, &msg, &req.timeout_ms, &gen);
@@ -199,6 +200,7 @@ ROCMMEM_EXPORT int rocmmem_model_resize(rocmmem_client *c, uint64_t model_id, ui
 	req.reservation = reservation;
 	req.has_timeout_ms = true;
 	req.timeout_ms = timeout_ms;
+	req.has_progress = req.progress = conn_progress_wanted(c);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_RESIZE;
 	msg.model_resize = &req;
 	err = call_waiting(c, &msg, &req.timeout_ms, &gen);

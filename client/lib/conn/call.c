@@ -46,6 +46,10 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 	for (;;) {
 		m = take_reply(c, id);
 		if (m) {
+			/* With progress asked for, what came before the answer (an eviction's
+			 * end) is told before the call returns, as the daemon sent it. */
+			if (c->progress_fn && conn_has_events(c) && !c->delivering)
+				conn_deliver(c);
 			c->busy--;
 			pthread_mutex_unlock(&c->lock);
 			*out = m;
@@ -67,7 +71,7 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 		}
 		/* While waiting, events are this thread's to deliver: a single-threaded host
 		 * blocked for memory must still unload its own idle models when asked. */
-		if (conn_has_events(c) && c->event_fn && !c->delivering) {
+		if (conn_has_events(c) && conn_listening(c) && !c->delivering) {
 			/* What has arrived meanwhile first: a backlog of samples collapses into
 			 * the newest, and the reply may be among it. */
 			if (!c->reading && drained < CONN_DISPATCH_MAX_READS && conn_pump(c, 0)) {
@@ -105,7 +109,7 @@ static int await_up(rocmmem_client *c, int64_t deadline)
 		if (deadline >= 0 && conn_now_ms() >= (uint64_t)deadline)
 			return lost_error(c);
 		/* Meanwhile events are delivered here too (the library's own, among them). */
-		if (conn_has_events(c) && c->event_fn && !c->delivering) {
+		if (conn_has_events(c) && conn_listening(c) && !c->delivering) {
 			conn_deliver(c);
 			continue;
 		}

@@ -188,6 +188,8 @@ struct rocmmem_client {
 	struct rocmmem_lease *leases;
 	rocmmem_event_fn event_fn;
 	void *event_userdata;
+	rocmmem_progress_fn progress_fn; /* progress of waiting requests (asked when set) */
+	void *progress_userdata;
 	char *daemon_version;
 	char *backend;
 	rocmmem_device_index device_count;
@@ -281,6 +283,18 @@ void conn_note_event(rocmmem_client *c, struct inmsg *m);
 
 /* conn_drop_telemetry discards undelivered samples and telemetry events. */
 void conn_drop_telemetry(rocmmem_client *c);
+
+/* conn_progress_wanted says whether requests should ask for progress (lock taken here). */
+bool conn_progress_wanted(rocmmem_client *c);
+
+/* conn_listening says whether delivering events now has someone to tell; lock held. */
+static inline bool conn_listening(const rocmmem_client *c)
+{
+	return c->event_fn || c->progress_fn;
+}
+
+/* progress_view fills the public view of a WaitProgress that came with m (progress.c). */
+void progress_view(const struct inmsg *m, struct rocmmem_wait_progress *out);
 
 /* conn_has_events says whether events wait to be delivered. */
 bool conn_has_events(const rocmmem_client *c);

@@ -131,6 +131,9 @@ void conn_note_event(rocmmem_client *c, struct inmsg *m)
 		lm = held_model_by_daemon_id(c, e->evict_request->model_id);
 	else if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_MODEL_REVOKED)
 		lm = held_model_by_daemon_id(c, e->model_revoked->model_id);
+	else if (e->body_case == ROCMMEM__WIRE__EVENT__BODY_PROGRESS &&
+		 e->progress->has_request_model_id)
+		lm = held_model_by_daemon_id(c, e->progress->request_model_id);
 	/* Named by the host's id now: a later connection's daemon may number it otherwise. */
 	if (lm)
 		m->model = lm->id;
@@ -279,10 +282,35 @@ static void to_event(const struct inmsg *m, struct rocmmem_event *out)
 	}
 }
 
+bool conn_progress_wanted(rocmmem_client *c)
+{
+	bool wanted;
+
+	pthread_mutex_lock(&c->lock);
+	wanted = c->progress_fn != NULL;
+	pthread_mutex_unlock(&c->lock);
+	return wanted;
+}
+
+/* deliver_progress tells the progress callback (if any) about m. Returns 1 when told. */
+static int deliver_progress(rocmmem_client *c, const struct inmsg *m, rocmmem_progress_fn fn,
+			    void *userdata)
+{
+	struct rocmmem_wait_progress p;
+
+	if (!fn)
+		return 0;
+	progress_view(m, &p);
+	fn(c, &p, userdata);
+	return 1;
+}
+
 int conn_deliver(rocmmem_client *c)
 {
 	rocmmem_event_fn fn = c->event_fn;
 	void *userdata = c->event_userdata;
+	rocmmem_progress_fn pfn = c->progress_fn;
+	void *pdata = c->progress_userdata;
 	struct batch b;
 	struct inmsg *m;
 	uint64_t count;
@@ -309,6 +337,11 @@ int conn_deliver(rocmmem_client *c)
 		struct rocmmem_event ev;
 		int err = 0;
 
+		if (e && e->body_case == ROCMMEM__WIRE__EVENT__BODY_PROGRESS) {
+			n += deliver_progress(c, m, pfn, pdata);
+			inmsg_free(m);
+			continue;
+		}
 		if (e && e->body_case == ROCMMEM__WIRE__EVENT__BODY_SAMPLE) {
 			if (still_subscribed(c, b.epoch))
 				err = view_feed_event(&facts, e, b.samples_lost, &view, &ev);

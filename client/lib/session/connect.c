@@ -212,6 +212,18 @@ ROCMMEM_EXPORT int rocmmem_set_event_callback(rocmmem_client *c, rocmmem_event_f
 	return 0;
 }
 
+ROCMMEM_EXPORT int rocmmem_set_progress_callback(rocmmem_client *c, rocmmem_progress_fn fn,
+						 void *userdata)
+{
+	if (!c)
+		return error_set(-EINVAL, "rocmmem_set_progress_callback needs a client");
+	pthread_mutex_lock(&c->lock);
+	c->progress_fn = fn;
+	c->progress_userdata = userdata;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *c)
 {
 	return c->epfd;

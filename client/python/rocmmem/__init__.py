@@ -20,9 +20,10 @@ from .errors import (Busy, ClientClosed, DaemonUnavailable, Deadlock, Error, Inv
                      TooLarge)
 from ._native import MODEL_CLASSES
 from .sizes import format_size, parse_size
+from ._progress import WaitProgress
 
 __all__ = [
-    "__version__", "connect", "Client", "Lease", "Model", "Eviction", "Error",
+    "__version__", "connect", "Client", "Lease", "Model", "Eviction", "WaitProgress", "Error",
     "DaemonUnavailable", "OutOfMemory", "Timeout", "TooLarge", "Deadlock", "PermissionDenied",
     "Busy", "NotFound", "InvalidArgument", "Stale", "ClientClosed", "LibraryNotFound",
     "parse_size",

@@ -75,15 +75,20 @@ class Model:
             return False
         return self.id == 0 or not (c.available or c._revive())
 
-    def acquire(self, timeout=None):
+    def acquire(self, timeout=None, on_progress=None):
         """Marks the model in use (never evicted until release()). If it is not resident its
         size is reserved first, waiting up to timeout seconds (None: as long as it takes)
-        while the daemon has other models unloaded. Acquires nest. Returns the model."""
+        while the daemon has other models unloaded. on_progress(WaitProgress) is told, while
+        it waits, what it waits for. Acquires nest. Returns the model."""
         ms = _timeout_ms(timeout)
         if not self._soft():
-            if self._client._call("rocmmem_model_acquire", self.id, ms, soft=-1,
-                                  has_soft=True) != -1:
-                self.resident = True
+            def match(p):
+                return p.request == "model_acquire" and p.request_model_id == self.id
+
+            with self._client._watching(match, on_progress):
+                if self._client._call("rocmmem_model_acquire", self.id, ms, soft=-1,
+                                      has_soft=True) != -1:
+                    self.resident = True
         self._uses += 1
         return self
 

@@ -15,7 +15,7 @@ SONAME = "librocmmem.so.1"
 # The version of rocmmem.h this mirror follows (a library of the same major and at least this
 # minor has every function and field it uses).
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1
 VERSION_PATCH = 0
 VERSION_NUMBER = VERSION_MAJOR * 10000 + VERSION_MINOR * 100 + VERSION_PATCH
 LIBRARY_ENV = "ROCMMEM_LIBRARY"
@@ -211,6 +211,22 @@ class Event(ctypes.Structure):
                 ("telemetry", ctypes.POINTER(TelemetryEvent)), ("generation", c_uint64)]
 
 
+class WaitProgress(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("request", c_enum), ("request_model_id", c_uint64),
+                ("requested", c_uint64), ("device", c_device_index), ("position", c_uint32),
+                ("queued", c_uint32), ("reason", c_enum), ("needed", c_uint64),
+                ("free_bytes", c_uint64), ("model_id", c_uint64), ("model_name", c_char_p),
+                ("owner_pid", c_int32), ("owner_name", c_char_p), ("owner_client_id", c_uint64),
+                ("deadline_ms", c_timeout_ms), ("bytes", c_uint64), ("evictions", c_uint32),
+                ("waited_ms", c_uint64), ("eviction_ended", c_enum)]
+
+
+# The names of rocmmem_wait_reason, rocmmem_wait_request and rocmmem_eviction_end.
+WAIT_REASONS = ("unknown", "granting", "queue", "eviction", "holder", "exclusive", "budget")
+WAIT_REQUESTS = (None, "lease", "model_acquire", "model_resize")
+EVICTION_ENDS = (None, "acked", "revoked")
+
+
 class ConnectOptions(_Sized):
     _fields_ = [("struct_size", c_size_t), ("socket_path", c_char_p), ("name", c_char_p),
                 ("timeout_ms", c_timeout_ms), ("flags", c_uint32),
@@ -241,11 +257,15 @@ STRUCTS = {
     "rocmmem_sample_info": SampleInfo,
     "rocmmem_telemetry_event": TelemetryEvent,
     "rocmmem_event": Event,
+    "rocmmem_wait_progress": WaitProgress,
     "rocmmem_evict_result": EvictResult,
 }
 
 # void (*rocmmem_event_fn)(rocmmem_client *, const struct rocmmem_event *, void *)
 EVENT_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(Event), c_void_p)
+
+# void (*rocmmem_progress_fn)(rocmmem_client *, const struct rocmmem_wait_progress *, void *)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(WaitProgress), c_void_p)
 
 P = ctypes.POINTER
 # name: (restype, argtypes). Handles (rocmmem_client *, rocmmem_lease *, rocmmem_status *) are
@@ -316,6 +336,7 @@ PROTOTYPES = {
     "rocmmem_model_evict_force": (c_int, [c_void_p, c_uint64, P(EvictResult)]),
     "rocmmem_model_pin": (c_int, [c_void_p, c_uint64, c_int]),
     "rocmmem_set_event_callback": (c_int, [c_void_p, EVENT_FN, c_void_p]),
+    "rocmmem_set_progress_callback": (c_int, [c_void_p, PROGRESS_FN, c_void_p]),
     "rocmmem_event_fd": (c_int, [c_void_p]),
     "rocmmem_dispatch": (c_int, [c_void_p]),
     "rocmmem_telemetry_name": (c_char_p, [c_enum]),

@@ -26,6 +26,7 @@ from ._common import _encode, _pending, _timeout_ms, log
 from ._events import _Events, _trampoline
 from ._lease import Lease
 from ._model import Eviction, Model
+from ._progress import _Progress
 from .errors import ClientClosed, DaemonUnavailable, Error, LibraryNotFound, make_error
 from .sizes import parse_size
 
@@ -44,7 +45,7 @@ def _model_id(model):
     return model
 
 
-class Client(_Events):
+class Client(_Events, _Progress):
     """A connection to rocmmemd (see connect()). Use as a context manager, or close() it."""
 
     def __init__(self, lib, handle, *, fail_safe=False, reason=None,
@@ -72,6 +73,7 @@ class Client(_Events):
         self._loop = None  # (loop, fd) of attach_loop
         self._callback = None
         self.on_event = None
+        self._progress_init(lib, handle)  # on_progress, and the watchers of waiting calls
         self.daemon_version = None
         self.backend = None
         self.device_count = 0
@@ -276,12 +278,15 @@ class Client(_Events):
 
     # --- leases --------------------------------------------------------------------------
 
-    def lease(self, size, device=0, timeout=0.0, tag=None, model=None, nomap=False):
+    def lease(self, size, device=0, timeout=0.0, tag=None, model=None, nomap=False,
+              on_progress=None):
         """Leases size bytes (an int or "512M") on device, waiting up to timeout seconds
         (0: refuse at once; None: as long as it takes). tag is shown in status; model (a
         Model or its id) counts the lease toward that model, which must be on the same
         device. nomap=True leaves a GPU lease's handles open instead of importing them.
-        Returns a Lease. Raises OutOfMemory, Timeout, TooLarge, ... with the daemon's
+        on_progress(WaitProgress) is told, while it waits, what it waits for (from the
+        thread that delivers events; with several such leases of one size and device at
+        once, each is told the others' too). Returns a Lease. Raises OutOfMemory, Timeout, TooLarge, ... with the daemon's
         explanation; DaemonUnavailable without a daemon, even in fail-safe mode."""
         nbytes = parse_size(size)
         req = N.LeaseRequest(device=device, size=nbytes, timeout_ms=_timeout_ms(timeout),
@@ -289,7 +294,10 @@ class Client(_Events):
                              model_id=0 if model is None else _model_id(model))
         model_obj = model if isinstance(model, Model) else self._models.get(req.model_id)
         out = ctypes.c_void_p()
-        with self._native() as handle:
+        def match(p):
+            return (p.request, p.device, p.requested) == ("lease", device, nbytes)
+
+        with self._native() as handle, self._watching(match, on_progress):
             rc = self._lib.rocmmem_lease_acquire(handle, ctypes.byref(req), ctypes.byref(out))
             if rc < 0:
                 raise self._error(rc)
