@@ -834,7 +834,7 @@ ROCMMEM_EXPORT int rocmmem_model_evict(rocmmem_client *client, uint64_t model_id
  * too. Its owner is asked to release and unload it by the deadline of its class and is revoked
  * when it has not (the daemon logs who forced it: uid, pid, name). Only root or a member of
  * the daemon's admin group may, the model's owner included: -EPERM otherwise. Returns as
- * rocmmem_model_evict (never -EBUSY for a model in use).
+ * rocmmem_model_evict (never -EBUSY for a model in use). Since 1.1.
  */
 ROCMMEM_EXPORT int rocmmem_model_evict_force(rocmmem_client *client, uint64_t model_id,
 					     struct rocmmem_evict_result *result);
