@@ -284,8 +284,10 @@ static void admin(struct world *w, struct sim_client *c)
 		return;
 	if (r < 40) {
 		id = world_send(w, c, REQ_ADMIN_EVICT, 0, model);
-		sim_trace(w, "holder %" PRIu64 " evicts model %" PRIu64, c->holder, model);
-		svc_admin_evict(&w->svc, c->holder, id, model);
+		/* One in eight is forced: a model in use is taken too. */
+		sim_trace(w, "holder %" PRIu64 " evicts model %" PRIu64 "%s", c->holder, model,
+			  r < 5 ? " (forced)" : "");
+		svc_admin_evict(&w->svc, c->holder, id, model, r < 5);
 	} else if (r < 70) {
 		id = world_send(w, c, REQ_PIN, 0, model);
 		sim_trace(w, "holder %" PRIu64 " pins model %" PRIu64 " (%d)", c->holder, model,

@@ -275,6 +275,8 @@ void world_on_notice(struct world *w, struct sim_client *c, const struct svc_not
 	case NOTE_MODEL_REVOKED:
 		w->stats.revocations++;
 		break;
+	case NOTE_WAIT_PROGRESS:
+		break; /* the simulated clients do not ask for progress */
 	}
 }
 
