@@ -148,3 +148,16 @@ void policy_refuse(struct policy_decision *d, enum policy_refusal_kind kind, int
 	vsnprintf(d->refusal.text, sizeof(d->refusal.text), fmt, ap);
 	va_end(ap);
 }
+
+void policy_grant_of(const struct waiter *w, uint64_t now_ms, struct policy_decision *d)
+{
+	d->verdict = POLICY_GRANT;
+	d->device = w->device;
+	d->waiter = w->seq;
+	d->holder = w->holder->id;
+	d->bytes = policy_need(w);
+	d->waited_ms = now_ms - w->enqueued_ms;
+	d->grant = w->kind == WAIT_LEASE	   ? GRANT_LEASE
+		   : w->kind == WAIT_MODEL_ACQUIRE ? GRANT_MODEL_LOAD
+						   : GRANT_MODEL_GROW;
+}

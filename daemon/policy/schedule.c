@@ -13,19 +13,6 @@
 
 #include "internal.h"
 
-void policy_grant_of(const struct waiter *w, uint64_t now_ms, struct policy_decision *d)
-{
-	d->verdict = POLICY_GRANT;
-	d->device = w->device;
-	d->waiter = w->seq;
-	d->holder = w->holder->id;
-	d->bytes = policy_need(w);
-	d->waited_ms = now_ms - w->enqueued_ms;
-	d->grant = w->kind == WAIT_LEASE	   ? GRANT_LEASE
-		   : w->kind == WAIT_MODEL_ACQUIRE ? GRANT_MODEL_LOAD
-						   : GRANT_MODEL_GROW;
-}
-
 /*
  * plan_for asks owners of idle models to unload so that head fits: EVICT with the victims
  * not yet asked, or false when there are none to ask.

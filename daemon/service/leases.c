@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "memory.h"
 #include "pump.h"
+#include "progress_tell.h"
 #include "reply.h"
 #include "service.h"
 #include "size.h"

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * progress.h: progress events for the waiting requests that asked for them (progress = true on
- * the wire): what each waits for (policy/waitfor.h), told when it starts waiting, when that
- * changes, and when the eviction it waited for ends; at most one per PROGRESS_INTERVAL_MS per
- * request, the latest state once the interval is over.
+ * progress.h: the table of waiting requests that asked to be told their progress (progress =
+ * true on the wire), and the event each is sent; progress_tell.h tells them.
  */
 #ifndef ROCMMEMD_PROGRESS_H
 #define ROCMMEMD_PROGRESS_H
@@ -14,8 +12,7 @@
 
 #include "policy/waitfor.h"
 
-struct svc;
-struct waiter;
+#include "state/books.h"
 
 /* The shortest time between two progress events of one request (changes in between are
  * folded into the next): a queue churned by clients polling at 20 Hz tells each waiter at
@@ -60,23 +57,17 @@ struct progress {
 	bool updating, again;
 };
 
-/* svc_progress_init sets up the table and subscribes to the bus (an eviction's end). */
-void svc_progress_init(struct svc *svc);
+/* progress_init empties p. */
+void progress_init(struct progress *p);
 
-/* svc_progress_finish frees the table. */
-void svc_progress_finish(struct svc *svc);
+/* progress_free frees p's table and empties it. */
+void progress_free(struct progress *p);
 
-/* svc_progress_track tells w's holder about w from now on. Returns 0 or -ENOMEM (untold). */
-int svc_progress_track(struct svc *svc, const struct waiter *w);
+/* progress_track adds the waiter of arrival number seq (request request_id) to p. Returns 0
+ * or -ENOMEM (untold). */
+int progress_track(struct progress *p, uint64_t seq, uint64_t request_id);
 
-/*
- * svc_progress_update tells each tracked request what changed for it, as the rate allows, and
- * forgets those no longer waiting (granted, refused, gone with their holder). Call it after
- * the books changed and when svc_progress_due says.
- */
-void svc_progress_update(struct svc *svc);
-
-/* svc_progress_due is when svc_progress_update has a folded change to tell (UINT64_MAX: none). */
-uint64_t svc_progress_due(const struct svc *svc);
+/* progress_due is when a folded change is due to be told (UINT64_MAX: none). */
+uint64_t progress_due(const struct progress *p);
 
 #endif

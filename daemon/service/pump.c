@@ -7,6 +7,7 @@
 
 #include "adopt.h"
 #include "memory.h"
+#include "progress_tell.h"
 #include "reply.h"
 #include "residency.h"
 #include "size.h"

@@ -98,8 +98,8 @@ void svc_due_changed(struct svc *svc)
 {
 	uint64_t due = state_next_due(&svc->state);
 
-	if (svc_progress_due(svc) < due)
-		due = svc_progress_due(svc);
+	if (progress_due(&svc->progress) < due)
+		due = progress_due(&svc->progress);
 
 	if (due == svc->due_ms)
 		return;

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "memory.h"
 #include "pump.h"
+#include "progress_tell.h"
 #include "reply.h"
 #include "residency.h"
 #include "size.h"
