@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "adopt.h"
+#include "measure.h"
 #include "memory.h"
 #include "reply.h"
 #include "residency.h"
@@ -134,6 +135,7 @@ void svc_pump(struct svc *svc)
 	do {
 		svc->pump_again = false;
 		for (;;) {
+			svc_truth_refresh(svc);
 			policy_next(&svc->state, &svc->cfg, svc_now(svc), &svc->scratch, &d);
 			if (d.verdict == POLICY_NONE || !apply_next(svc, &d))
 				break;
