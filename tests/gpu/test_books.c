@@ -163,6 +163,7 @@ static void test_undeclared_use_is_charged(void **state)
 /* A process outside rocmmemd holding 3 GiB leaves 1 GiB of the 4 GiB budget grantable. */
 static void test_outside_process_shrinks_grantable(void **state)
 {
+	rocmmem_status *st = NULL;
 	struct daemon_proc d;
 	rocmmem_client *c;
 	char text[64];
@@ -173,6 +174,12 @@ static void test_outside_process_shrinks_grantable(void **state)
 	snprintf(text, sizeof(text), "%llu\n", (unsigned long long)(3 * GiB));
 	vram(4242, text);
 	wait_largest(c, GiB);
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	assert_true(rocmmem_status_device(st, 0)->measurable);
+	assert_int_equal(rocmmem_status_device(st, 0)->outside_bytes, 3 * GiB);
+	assert_int_equal(rocmmem_status_device(st, 0)->undeclared_bytes, 3 * GiB);
+	assert_int_equal(rocmmem_status_device(st, 0)->free_bytes, GiB);
+	rocmmem_status_free(st);
 	assert_int_equal(rocmmem_model_acquire(c, reg(c, "two", 2 * GiB), 0), -ENOMEM);
 	if (!strstr(rocmmem_last_error(), "processes outside rocmmemd hold 3 GiB"))
 		fail_msg("the refusal does not name the outside use: %s", rocmmem_last_error());
@@ -212,6 +219,32 @@ static void test_bad_readings(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* On host memory nothing measures per-process device memory: status says so, with no figures,
+ * and a process KFD would list changes nothing. */
+static void test_host_cannot_measure(void **state)
+{
+	rocmmem_status *st = NULL;
+	const struct rocmmem_device_info *v;
+	struct daemon_proc d;
+	rocmmem_client *c;
+	char text[64];
+
+	(void)state;
+	snprintf(text, sizeof(text), "%llu\n", (unsigned long long)(3 * GiB));
+	vram(4242, text);
+	start(&d, "host");
+	c = harness_connect(&d, "client");
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	v = rocmmem_status_device(st, 0);
+	assert_false(v->measurable);
+	assert_int_equal(v->undeclared_bytes, 0);
+	assert_int_equal(v->outside_bytes, 0);
+	assert_int_equal(v->free_bytes, v->budget_bytes);
+	rocmmem_status_free(st);
+	rocmmem_disconnect(c);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -219,6 +252,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_outside_process_shrinks_grantable, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_readings, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_host_cannot_measure, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
