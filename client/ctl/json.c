@@ -117,6 +117,14 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 	ctl_json_u64(o, "evictable_bytes", v->evictable_bytes);
 	ctl_json_u64(o, "models_resident", v->models_resident);
 	ctl_json_u64(o, "awaiting_redeclare_bytes", v->awaiting_redeclare_bytes);
+	/* The reconciled books: no numbers where nothing is measured. */
+	ctl_json_bool(o, "measurable", v->measurable);
+	if (v->measurable) {
+		ctl_json_u64(o, "undeclared_bytes", v->undeclared_bytes);
+		ctl_json_u64(o, "outside_bytes", v->outside_bytes);
+	} else {
+		ctl_json_str(o, "measured", "cannot measure: no per-process device memory here");
+	}
 	ctl_json_str(o, "handle", handle_name(v->handle_kind)); /* the same as "sharing" */
 	ctl_json_str(o, "sharing", v->sharing);
 	ctl_json_str(o, "pci_bus_id", v->pci_bus_id);

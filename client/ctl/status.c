@@ -346,6 +346,14 @@ static void print_device_details(const rocmmem_status *st, const struct rocmmem_
 		       size_format(v->runtime_free_bytes, a, sizeof(a)),
 		       size_format(v->runtime_total_bytes, b, sizeof(b)),
 		       size_format(v->external_bytes, c, sizeof(c)));
+	if (!v->measurable)
+		printf("  device %u: books: declared only (cannot measure per-process device "
+		       "memory here)\n",
+		       v->index);
+	else
+		printf("  device %u: books: %s used beyond declarations (%s outside rocmmemd)\n",
+		       v->index, size_format(v->undeclared_bytes, a, sizeof(a)),
+		       size_format(v->outside_bytes, b, sizeof(b)));
 	if (v->telemetry_source[0]) {
 		printf("  device %u: %s:", v->index, v->telemetry_source);
 		if (v->valid & ROCMMEM_DEVICE_HAS_VRAM)

@@ -468,6 +468,15 @@ struct rocmmem_device_info {
 	/* After a restart: of leased_bytes and reserved_bytes, what the previous daemon's clients
 	 * have not re-declared yet (rocmmem_status_awaiting). */
 	uint64_t awaiting_redeclare_bytes;
+	/* Added in 1.1 (the struct grows at its end only). The reconciled books: measurable is
+	 * non-zero where per-process device memory is read (KFD, NVML); 0 on host memory, where
+	 * the two figures below are 0 and mean nothing. undeclared_bytes: what the measured
+	 * side charges beyond the declarations (clients past theirs and their tolerance, and
+	 * processes outside rocmmemd), taken from free_bytes; outside_bytes: of that, processes
+	 * outside rocmmemd. */
+	int measurable;
+	uint64_t undeclared_bytes;
+	uint64_t outside_bytes;
 };
 
 /* A process holding memory on a device, as the device's telemetry sees it. */

@@ -185,6 +185,14 @@ void report_device(struct report_device *out, const struct server *s, const stru
 	o->oldest_wait_ms = device_oldest_wait_ms(d, now);
 	o->has_models_resident = true;
 	o->models_resident = device_models_resident(d);
+	o->has_measurable = true;
+	o->measurable = d->truth.measurable;
+	if (d->truth.measurable) {
+		o->has_undeclared_bytes = true;
+		o->undeclared_bytes = d->truth.undeclared;
+		o->has_outside_bytes = true;
+		o->outside_bytes = d->truth.outside;
+	}
 }
 
 void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_t now)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "reconcile.h"
 #include "size.h"
 #include "state/state.h"
 #include "text.h"
@@ -503,6 +504,9 @@ void explain_refusal(const struct state *s, const struct policy_config *cfg, con
 	used = text_copy(buf, cap, core.buf);
 	room = cap > sizeof(sep) - 1 + sug.used ? cap - (sizeof(sep) - 1 + sug.used) : 0;
 	part_blockers(d, w, &f, &part);
+	put_part(buf, &used, room, &part);
+	/* What the measured books add: use nobody declared (policy/reconcile.c). */
+	part.used = policy_truth_explain(s, d, part.buf, sizeof(part.buf));
 	put_part(buf, &used, room, &part);
 	part_freeing(&f, &part);
 	put_part(buf, &used, room, &part);

@@ -18,6 +18,7 @@ static const char *const names[] = {
     [BUS_CLIENT_CONNECTED] = "client_connected",
     [BUS_CLIENT_DISCONNECTED] = "client_disconnected",
     [BUS_MODEL_LOADED] = "model_loaded",
+    [BUS_UNDECLARED] = "undeclared_use",
 };
 
 const char *bus_type_name(enum bus_type type)

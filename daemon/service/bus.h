@@ -36,6 +36,8 @@ enum bus_type {
 	BUS_ALLOC_FAILED,	 /* an allocation for a holder that left meanwhile failed */
 	BUS_BACKFILL,		 /* a request granted ahead of a head it does not delay */
 	BUS_ACK_REFUSED,	 /* an evict ack naming no eviction under way; logged limited */
+	BUS_UNDECLARED,		 /* a client's measured use passed its declaration and tolerance:
+				  * bytes measured, waited_ms unused; logged limited per client */
 };
 
 /* Flags of an event. */

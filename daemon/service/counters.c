@@ -58,6 +58,9 @@ static void on_event(void *ctx, const struct bus_event *e, const char *line, uin
 		else
 			k->requests_refused++;
 		break;
+	case BUS_UNDECLARED:
+		k->undeclared++;
+		break;
 	default:
 		break;
 	}

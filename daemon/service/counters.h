@@ -24,6 +24,7 @@ struct counters {
 	uint64_t hits[LIMIT_COUNT]; /* times a client ran into each limit */
 	uint64_t peers_refused;	    /* connections from users and groups not allowed */
 	uint64_t requests_refused;  /* requests refused with -EPERM: not the owner, not an admin */
+	uint64_t undeclared;	    /* clients found using more than they declared */
 };
 
 /* counters_subscribe has k count b's events from now on. Returns 0 or -ENOSPC. */

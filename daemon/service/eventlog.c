@@ -97,7 +97,8 @@ static bool client_caused(const struct bus_event *e)
 	if (!e->holder || e->level > LOG_LEVEL_WARN)
 		return false;
 	return e->type == BUS_LEASE_DENIED || e->type == BUS_LIMIT_HIT ||
-	       e->type == BUS_ACCESS_REFUSED || e->type == BUS_ACK_REFUSED;
+	       e->type == BUS_ACCESS_REFUSED || e->type == BUS_ACK_REFUSED ||
+	       e->type == BUS_UNDECLARED;
 }
 
 /* summary says how many lines of slot c were not logged, if any, and frees the slot. */

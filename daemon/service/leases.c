@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "base/log.h"
+#include "measure.h"
 #include "memory.h"
 #include "pump.h"
 #include "progress_tell.h"
@@ -55,6 +56,7 @@ void svc_request(struct svc *svc, const struct policy_request *r)
 
 	if (!h)
 		return;
+	svc_truth_refresh(svc);
 	policy_admit(&svc->state, &svc->cfg, r, svc_now(svc), &d);
 	switch (d.verdict) {
 	case POLICY_REFUSE:

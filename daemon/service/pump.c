@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "adopt.h"
+#include "measure.h"
 #include "memory.h"
 #include "progress_tell.h"
 #include "reply.h"
@@ -135,6 +136,7 @@ void svc_pump(struct svc *svc)
 	do {
 		svc->pump_again = false;
 		for (;;) {
+			svc_truth_refresh(svc);
 			policy_next(&svc->state, &svc->cfg, svc_now(svc), &svc->scratch, &d);
 			if (d.verdict == POLICY_NONE || !apply_next(svc, &d))
 				break;

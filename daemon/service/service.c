@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "measure.h"
 #include "memory.h"
 #include "pump.h"
 #include "progress_tell.h"
@@ -44,6 +45,7 @@ int svc_init(struct svc *svc, struct backend *backend, const struct budget_confi
 	svc->runner = *runner;
 	svc->pump = svc_pump;
 	svc->due_ms = UINT64_MAX;
+	svc->self_pid = svc_truth_self();
 	policy_scratch_init(&svc->scratch);
 	bus_init(&svc->bus, clock);
 	svc_progress_init(svc);
@@ -315,4 +317,5 @@ void svc_telemetry(struct svc *svc, unsigned device, int err, const struct telem
 		d->telemetry = *t;
 		d->telemetry_ms = svc_now(svc);
 	}
+	svc_truth_sample(svc, device, err == 0 ? t : NULL);
 }

@@ -126,6 +126,7 @@ struct svc {
 	unsigned pump_decisions;  /* what the last svc_pump applied (the simulator bounds it) */
 	uint64_t due_ms;	  /* what due_changed last said */
 	struct progress progress; /* waiting requests told what they wait for */
+	int32_t self_pid;	  /* the daemon's pid: its measured memory is the leases */
 };
 
 static inline uint64_t svc_now(const struct svc *svc)

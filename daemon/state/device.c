@@ -68,11 +68,18 @@ void device_set_budget(struct device *dev, uint64_t budget)
 	dev->headroom = dev->total - budget;
 }
 
-uint64_t device_free(const struct device *dev)
+uint64_t device_declared_free(const struct device *dev)
 {
 	uint64_t used = dev->leased + dev->reserved;
 
 	return used >= dev->budget ? 0 : dev->budget - used;
+}
+
+uint64_t device_free(const struct device *dev)
+{
+	uint64_t free = device_declared_free(dev);
+
+	return dev->truth.undeclared >= free ? 0 : free - dev->truth.undeclared;
 }
 
 bool device_fits(const struct device *dev, uint64_t bytes)
@@ -82,7 +89,9 @@ bool device_fits(const struct device *dev, uint64_t bytes)
 
 void device_charge(struct device *dev, uint64_t bytes)
 {
-	assert(device_fits(dev, bytes));
+	/* The declarations alone: a sample may have raised the measured side since the
+	 * decision, which the next decision takes into account. */
+	assert(bytes <= device_declared_free(dev));
 	dev->leased += bytes;
 	dev->leases++;
 }
@@ -96,7 +105,7 @@ void device_uncharge(struct device *dev, uint64_t bytes)
 
 void device_reserve(struct device *dev, uint64_t bytes)
 {
-	assert(device_fits(dev, bytes));
+	assert(bytes <= device_declared_free(dev));
 	dev->reserved += bytes;
 }
 

@@ -9,6 +9,7 @@
 #include "platform/backend/backend.h"
 #include "model.h"
 #include "queue.h"
+#include "measured.h"
 #include "platform/telemetry/telemetry.h"
 
 struct budget_config {
@@ -51,6 +52,9 @@ struct device {
 	bool has_telemetry;
 	struct telemetry_sample telemetry;
 	uint64_t telemetry_ms;
+	/* What processes really hold here (measured.h); its `undeclared` shrinks the free budget.
+	 */
+	struct device_truth truth;
 };
 
 /*
@@ -79,8 +83,16 @@ void device_init(struct device *dev, unsigned index, const struct backend_device
 /* device_set_budget changes the budget (and headroom); what is held stays held. */
 void device_set_budget(struct device *dev, uint64_t budget);
 
-/* device_free returns the bytes that could be granted now: budget minus leased and reserved. */
+/*
+ * device_free returns the bytes that could be granted now: budget minus leased and reserved
+ * and minus what the measured books charge beyond them (truth.undeclared: clients' use past
+ * their declarations, processes outside rocmmemd; 0 where nothing is measured).
+ */
 uint64_t device_free(const struct device *dev);
+
+/* device_declared_free is the budget minus leased and reserved alone (what the declarations
+ * leave). */
+uint64_t device_declared_free(const struct device *dev);
 
 /* device_fits says whether bytes could be granted now without exceeding the budget. */
 bool device_fits(const struct device *dev, uint64_t bytes);

@@ -74,6 +74,9 @@ static void device_info(void)
 	FIELD(rocmmem_device_info, oldest_wait_ms);
 	FIELD(rocmmem_device_info, models_resident);
 	FIELD(rocmmem_device_info, awaiting_redeclare_bytes);
+	FIELD(rocmmem_device_info, measurable);
+	FIELD(rocmmem_device_info, undeclared_bytes);
+	FIELD(rocmmem_device_info, outside_bytes);
 }
 
 static void process_info(void)

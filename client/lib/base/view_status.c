@@ -135,6 +135,9 @@ static void device_from_wire(struct rocmmem_device_info *o, const Rocmmem__Wire_
 	o->oldest_wait_ms = d->oldest_wait_ms;
 	o->models_resident = d->models_resident;
 	o->awaiting_redeclare_bytes = d->awaiting_redeclare_bytes;
+	o->measurable = d->has_measurable && d->measurable;
+	o->undeclared_bytes = o->measurable ? d->undeclared_bytes : 0;
+	o->outside_bytes = o->measurable ? d->outside_bytes : 0;
 	if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
 		o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
 		o->runtime_total_bytes = d->runtime_total_bytes;

@@ -83,6 +83,15 @@ def device(lib, st, index):
         "evictable_bytes": v.evictable_bytes,
         "models_resident": v.models_resident,
         "awaiting_redeclare_bytes": v.awaiting_redeclare_bytes,
+        "measurable": bool(v.measurable),
+    }
+    # The reconciled books: no numbers where nothing is measured (as rocmmemctl).
+    if v.measurable:
+        o["undeclared_bytes"] = v.undeclared_bytes
+        o["outside_bytes"] = v.outside_bytes
+    else:
+        o["measured"] = "cannot measure: no per-process device memory here"
+    o |= {
         "handle": N.HANDLE_NAMES.get(v.handle_kind, "none"),
         "sharing": text(v.sharing),
         "pci_bus_id": text(v.pci_bus_id),

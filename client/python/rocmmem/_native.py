@@ -119,7 +119,10 @@ class DeviceInfo(ctypes.Structure):
                 ("busy_percent", c_uint32), ("largest_grantable", c_uint64),
                 ("evictable_bytes", c_uint64), ("largest_with_eviction", c_uint64),
                 ("oldest_wait_ms", c_uint64), ("models_resident", c_uint32),
-                ("awaiting_redeclare_bytes", c_uint64)]
+                ("awaiting_redeclare_bytes", c_uint64),
+                # 1.1: the reconciled books
+                ("measurable", c_int), ("undeclared_bytes", c_uint64),
+                ("outside_bytes", c_uint64)]
 
 
 class AwaitingInfo(ctypes.Structure):
