@@ -53,7 +53,8 @@ void svc_refuse(struct svc *svc, uint64_t holder, uint64_t request_id,
 
 	switch (r->kind) {
 	case REFUSE_DENIAL:
-		svc_reply_error(svc, holder, request_id, r->err, "%s", r->text);
+		/* The event first, as for the other refusals: a denial is on record (status, feed,
+		 * log), with its time, before the client can read its answer. */
 		e.type = BUS_LEASE_DENIED;
 		e.flags = flags;
 		e.has_device = true;
@@ -64,7 +65,7 @@ void svc_refuse(struct svc *svc, uint64_t holder, uint64_t request_id,
 		e.model_id = m ? m->id : 0;
 		e.model_name = m ? m->name : NULL;
 		bus_emit(&svc->bus, &e, LOG_LEVEL_WARN, r->text);
-		return;
+		break;
 	case REFUSE_LIMIT:
 		e.type = BUS_LIMIT_HIT;
 		e.limit = r->limit;
