@@ -175,8 +175,10 @@ static void grant_done(struct job *job)
 		goto out;
 	}
 	if (!h || d->lost) {
-		/* Nobody to give it to any more: straight back. */
+		/* Nobody to give it to any more: straight back. Being freed, it now comes to a
+		 * head that waits (a backfill's surplus): the queues look again. */
 		svc_free_allocation(svc, d->index, &job->alloc);
+		svc->pump(svc);
 		goto out;
 	}
 	l = calloc(1, sizeof(*l));

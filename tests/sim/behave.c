@@ -84,7 +84,7 @@ static void lease(struct world *w, struct sim_client *c, unsigned device, uint64
 	r.request_id = world_send(w, c, REQ_LEASE, 0, 0);
 	if (!r.request_id)
 		return;
-	r.progress = c->out[c->nout - 1].progress = rng_chance(&w->rng, 250000);
+	r.progress = c->out[c->nout - 1].progress = rng_chance(&w->rng, 31250);
 	sim_trace(w,
 		  "holder %" PRIu64 " asks %" PRIu64 " bytes on device %u (timeout %" PRId64
 		  ", model %" PRIu64 ")",
@@ -144,7 +144,7 @@ static void model_request(struct world *w, struct sim_client *c, unsigned slot, 
 	r.request_id = world_send(w, c, resize ? REQ_RESIZE : REQ_ACQUIRE, slot, m->id);
 	if (!r.request_id)
 		return;
-	r.progress = c->out[c->nout - 1].progress = rng_chance(&w->rng, 250000);
+	r.progress = c->out[c->nout - 1].progress = rng_chance(&w->rng, 31250);
 	m->busy = true;
 	sim_trace(
 	    w, "holder %" PRIu64 " %s model %" PRIu64 " (%" PRIu64 " bytes, timeout %" PRId64 ")",

@@ -10,15 +10,18 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "sim.h"
 
 /* What the head waits for (docs/residency.md): coming without any release of memory in use,
- * and the loose bytes that other clients' releases bring in pieces of any size. */
+ * the loose bytes that other clients' releases bring in pieces of any size, and the models in
+ * use that come whole (w->pieces, ascending, with their running sums in w->sums). */
 struct head_view {
 	uint64_t need;
 	uint64_t coming;
 	uint64_t loose;
+	size_t npieces;
 };
 
 static uint64_t minus(uint64_t a, uint64_t b)
@@ -48,41 +51,87 @@ static uint64_t plain_leases(const struct holder *h, unsigned device)
 	return bytes;
 }
 
-static void view_of(const struct device *d, const struct waiter *head, struct head_view *v)
+static int by_size(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* add_piece keeps a model in use that comes to the head whole (v NULL: room only). */
+static void add_piece(struct world *w, struct head_view *v, uint64_t bytes)
+{
+	size_t n = v ? v->npieces : 0;
+
+	if (n == w->pieces_cap || !w->sums) {
+		size_t cap = w->pieces_cap ? 2 * w->pieces_cap : 256;
+		uint64_t *p = realloc(w->pieces, cap * sizeof(*p));
+		uint64_t *s = p ? realloc(w->sums, (cap + 1) * sizeof(*s)) : NULL;
+
+		if (p)
+			w->pieces = p;
+		if (!s) {
+			sim_fail(w, "sim", "out of memory");
+			return;
+		}
+		w->sums = s;
+		w->pieces_cap = cap;
+	}
+	if (v)
+		w->pieces[v->npieces++] = bytes;
+}
+
+static void view_of(struct world *w, const struct device *d, const struct waiter *head,
+		    struct head_view *v)
 {
 	uint64_t held = d->leased + d->reserved, resident = 0;
 	const struct model *m;
 
 	v->need = need_of(head);
 	v->coming = minus(d->budget, held) + d->releasing;
+	v->npieces = 0;
+	add_piece(w, NULL, 0);
 	TAILQ_FOREACH (m, &d->models, device_link) {
 		bool idle = !m->evicting && m->use_count == 0 && !m->pinned;
 
 		resident += model_resident(m);
 		if (m->evicting || (idle && m != head->model))
 			v->coming += model_resident(m);
+		else if (!m->evicting && m->use_count > 0 && !m->pinned && m != head->model &&
+			 m->owner != head->holder && model_resident(m) > 0 && !w->failed)
+			add_piece(w, v, model_resident(m));
 	}
 	v->loose = minus(held, d->releasing + resident + plain_leases(head->holder, d->index));
+	/* The pieces matter only when what is coming falls short of the head's need. */
+	if (w->failed || v->coming >= v->need)
+		return;
+	qsort(w->pieces, v->npieces, sizeof(*w->pieces), by_size);
+	w->sums[0] = 0;
+	for (size_t i = 0; i < v->npieces; i++)
+		w->sums[i + 1] = w->sums[i] + w->pieces[i];
 }
 
-/* delays_head says whether granting bytes now would move the head's start (0 when not). */
-static bool delays_head(const struct device *d, const struct waiter *head,
-			const struct head_view *v, uint64_t bytes)
+/* delays_head says whether granting bytes now would move the head's start. */
+static bool delays_head(const struct world *w, const struct head_view *v, uint64_t bytes)
 {
-	uint64_t deficit, small;
-	const struct model *m;
+	size_t lo = 0, hi = v->npieces;
+	uint64_t deficit;
 
 	if (v->coming >= v->need)
 		return bytes > v->coming - v->need; /* only the surplus may go */
 	deficit = v->need - v->coming;
-	small = v->loose;
 	/* A release that brings at least the deficit but less than deficit + bytes would start
-	 * the head without the grant and not with it: models in use come whole. */
-	TAILQ_FOREACH (m, &d->models, device_link)
-		if (!m->evicting && m->use_count > 0 && !m->pinned && m != head->model &&
-		    m->owner != head->holder && model_resident(m) < deficit + bytes)
-			small += model_resident(m);
-	return small >= deficit;
+	 * the head without the grant and not with it: models in use come whole, so only those
+	 * smaller than deficit + bytes, with the loose bytes, can make such a release. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->pieces[mid] < deficit + bytes)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return v->loose + w->sums[lo] >= deficit;
 }
 
 /* rival_of_head says whether w's model is of a class the device keeps apart from head's. */
@@ -146,9 +195,9 @@ static void check_backfill(struct world *w, const struct device *d, const struct
 			 x->seq, w->svc.cfg.sched.backfill ? "on" : "off", head ? head->seq : 0);
 		return;
 	}
-	view_of(d, head, &v);
+	view_of(w, d, head, &v);
 	if (!oracle_fits(d, x) || rival_of_head(d, head, x) || dec->bytes != need_of(x) ||
-	    delays_head(d, head, &v, dec->bytes))
+	    delays_head(w, &v, dec->bytes))
 		sim_fail(w, "9 a backfill delays nobody",
 			 "device %u: waiter %" PRIu64 " (%" PRIu64
 			 " bytes%s%s) backfilled ahead of "
@@ -185,35 +234,39 @@ void decide_install(struct world *w)
 	w->svc.decided = decided;
 }
 
-/* first_of_holder says whether x is its holder's earliest request on its device. */
-static bool first_of_holder(const struct device *d, const struct waiter *x)
+/* seen_before marks x's holder as seen in this walk; true when it was already (x is not its
+ * holder's earliest request on the device). */
+static bool seen_before(struct world *w, const struct waiter *x)
 {
-	const struct waiter *v;
+	struct sim_client *c = world_client(w, x->holder->id);
 
-	for (v = queue_head(&d->queue); v && v != x; v = TAILQ_NEXT(v, queue_link))
-		if (v->holder == x->holder)
-			return false;
-	return true;
+	if (!c || c->idle_stamp == w->idle_stamp)
+		return true;
+	c->idle_stamp = w->idle_stamp;
+	return false;
 }
 
 /* check_idle: invariant 11 on device d once the pump has settled. */
 static void check_idle(struct world *w, const struct device *d)
 {
 	const struct waiter *head = queue_head(&d->queue), *x;
+	uint64_t free = minus(d->budget, d->leased + d->reserved);
 	struct head_view v;
 	bool viewed = false;
 
-	if (!head || d->lost || oracle_fits(d, head))
+	if (!head || d->lost || free == 0 || oracle_fits(d, head))
 		return;
-	for (x = TAILQ_NEXT(head, queue_link); x; x = TAILQ_NEXT(x, queue_link)) {
+	w->idle_stamp++;
+	seen_before(w, head);
+	for (x = TAILQ_NEXT(head, queue_link); x && !w->failed; x = TAILQ_NEXT(x, queue_link)) {
 		uint64_t need = need_of(x);
 
-		if (need <= minus(d->budget, d->leased + d->reserved) && oracle_fits(d, x) &&
-		    !rival_of_head(d, head, x) && first_of_holder(d, x)) {
+		/* The cheap questions first: most requests behind a stuck head would delay it. */
+		if (!seen_before(w, x) && need <= free && !rival_of_head(d, head, x)) {
 			if (!viewed)
-				view_of(d, head, &v);
+				view_of(w, d, head, &v);
 			viewed = true;
-			if (!delays_head(d, head, &v, need)) {
+			if (!w->failed && !delays_head(w, &v, need) && oracle_fits(d, x)) {
 				sim_fail(w, "11 no memory idle",
 					 "device %u: waiter %" PRIu64 " (%" PRIu64
 					 " bytes) fits, delays nobody (the head %" PRIu64

@@ -295,6 +295,8 @@ static void world_free(struct world *w)
 	idtable_finish(&w->by_holder);
 	free(w->later);
 	free(w->evictions);
+	free(w->pieces);
+	free(w->sums);
 	free(w->clients);
 	free(w);
 }

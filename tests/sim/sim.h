@@ -112,6 +112,7 @@ struct sim_client {
 	/* The oracle's marks: behind the head it judges (stamp), at which first request. */
 	uint64_t stamp;
 	uint64_t first_seq;
+	uint64_t idle_stamp;
 };
 
 /* Something a client does later: an ack, or dying. */
@@ -176,7 +177,10 @@ struct world {
 	bool forcing;	       /* an administrator's forced eviction is being made (invariant 12) */
 	bool backfill_toggles; /* reloads turn backfilling on and off */
 	unsigned passes_max;   /* the highest --backfill-passes in force over the run */
-	uint64_t stamp;	       /* the oracle's current mark (sim_client.stamp) */
+	uint64_t *pieces, *sums; /* invariants 9 and 11: models in use by size, running sums */
+	size_t pieces_cap;
+	uint64_t idle_stamp; /* invariant 11's walk: holders seen (sim_client.idle_stamp) */
+	uint64_t stamp;	     /* the oracle's current mark (sim_client.stamp) */
 	uint64_t step;
 	struct sim_stats stats;
 	char trace[SIM_TRACE][192];
