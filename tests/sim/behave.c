@@ -170,11 +170,27 @@ static void model_op(struct world *w, struct sim_client *c, unsigned slot, bool 
 		svc_model_release(&w->svc, c->holder, id, m->id);
 }
 
-/* leaser: leases of random sizes and timeouts; a second thread releases now and then. */
+/* outstanding counts c's requests of kind. */
+static unsigned outstanding(const struct sim_client *c, enum sim_req_kind kind)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nout; i++)
+		n += c->out[i].kind == kind;
+	return n;
+}
+
+/*
+ * leaser: leases of random sizes and timeouts; a second thread releases now and then, and
+ * now and then asks for a second lease while the first waits (a client's own requests on a
+ * device must be granted in order: invariant 8).
+ */
 static void leaser(struct world *w, struct sim_client *c)
 {
-	if (!pending(c, REQ_LEASE) &&
-	    (c->nleases == 0 || (c->nleases < 3 && rng_chance(&w->rng, 500000)))) {
+	unsigned asked = outstanding(c, REQ_LEASE);
+
+	if ((asked == 0 && (c->nleases == 0 || (c->nleases < 3 && rng_chance(&w->rng, 500000)))) ||
+	    (asked == 1 && c->nleases < 3 && rng_chance(&w->rng, 100000))) {
 		unsigned device = rng_chance(&w->rng, 800000)
 				      ? c->device
 				      : (unsigned)rng_below(&w->rng, w->opt.devices);
