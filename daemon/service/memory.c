@@ -175,8 +175,10 @@ static void grant_done(struct job *job)
 		goto out;
 	}
 	if (!h || d->lost) {
-		/* Nobody to give it to any more: straight back. */
+		/* Nobody to give it to any more: straight back. Being freed, it now comes to a
+		 * head that waits (a backfill's surplus): the queues look again. */
 		svc_free_allocation(svc, d->index, &job->alloc);
+		svc->pump(svc);
 		goto out;
 	}
 	l = calloc(1, sizeof(*l));
@@ -208,6 +210,10 @@ static void grant_done(struct job *job)
 	/* Exported for this grant only: the client has its own copies now. */
 	if (l->alloc.transient_fds)
 		backend_alloc_close_fds(&l->alloc);
+	/* Bytes in flight are now a model's: of an idle or evicted model they come to a head
+	 * that waits (an eviction to ask, a backfill's surplus): the queues look again. */
+	if (g->model_id)
+		svc->pump(svc);
 out:
 	free(g);
 }

@@ -126,6 +126,9 @@ void svc_admin_evict(struct svc *svc, uint64_t holder, uint64_t request_id, uint
 	m->evict_request_id = request_id;
 	if (d.verdict == POLICY_DONE)
 		svc_answer_admin(svc, m, false, 0);
+	/* A model in use being evicted now counts as coming for the queues' heads. */
+	if (d.verdict == POLICY_EVICT)
+		svc->pump(svc);
 }
 
 void svc_admin_pin(struct svc *svc, uint64_t holder, uint64_t request_id, uint64_t model_id,

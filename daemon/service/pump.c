@@ -138,6 +138,8 @@ void svc_pump(struct svc *svc)
 		for (;;) {
 			svc_truth_refresh(svc);
 			policy_next(&svc->state, &svc->cfg, svc_now(svc), &svc->scratch, &d);
+			if (d.verdict != POLICY_NONE && svc->decided)
+				svc->decided(svc, &d);
 			if (d.verdict == POLICY_NONE || !apply_next(svc, &d))
 				break;
 			svc->pump_decisions++;

@@ -120,6 +120,7 @@ int svc_reconfigure(struct svc *svc, const struct budget_config *cfgs,
 	}
 	/* What the daemon found for itself stays: its uid, its descriptors, whether it drains. */
 	svc->cfg.evict_deadline_ms = res->evict_deadline_ms;
+	svc->cfg.sched = cfg->sched; /* backfilling, deadlines and maximum holds by class */
 	svc->cfg.limits = cfg->limits;
 	svc->cfg.access = cfg->access;
 	for (unsigned i = 0; i < svc->state.ndevices; i++) {

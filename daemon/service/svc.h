@@ -123,7 +123,10 @@ struct svc {
 	void (*pump)(struct svc *svc);
 	bool pumping;
 	bool pump_again;
-	unsigned pump_decisions;  /* what the last svc_pump applied (the simulator bounds it) */
+	unsigned pump_decisions; /* what the last svc_pump applied (the simulator bounds it) */
+	/* Told each decision of policy_next before svc_pump applies it, the books as the policy
+	 * saw them; NULL in the daemon (the simulator judges them: tests/sim/decide.c). */
+	void (*decided)(struct svc *svc, const struct policy_decision *d);
 	uint64_t due_ms;	  /* what due_changed last said */
 	struct progress progress; /* waiting requests told what they wait for */
 	int32_t self_pid;	  /* the daemon's pid: its measured memory is the leases */

@@ -30,6 +30,16 @@ static bool check_deadline(const struct state *s, uint32_t slot, uint32_t kind, 
 	return e && e->kind == kind && e->id == id && e->due_ms == due_ms;
 }
 
+/* check_hold says whether m's maximum hold deadline is its own and m is in use (its due time
+ * is the settings', which the books do not know). */
+static bool check_hold(const struct state *s, const struct model *m)
+{
+	const struct heap_entry *e = heap_get(&s->deadlines, m->hold_slot);
+
+	return e && e->kind == DUE_HOLD && e->id == m->id && m->use_count > 0 &&
+	       e->due_ms > m->in_use_since_ms;
+}
+
 /* check_queue checks device d's queue; *deadlines counts the waiters' deadlines. */
 static int check_queue(const struct state *s, const struct device *d, unsigned *deadlines,
 		       char *why, size_t len)
@@ -81,6 +91,11 @@ static int check_models(const struct state *s, const struct device *d, unsigned 
 			return fail(why, len, "model %" PRIu64 ": its eviction deadline is wrong",
 				    m->id);
 		if (m->heap_slot)
+			(*deadlines)++;
+		if (m->hold_slot && !check_hold(s, m))
+			return fail(why, len, "model %" PRIu64 ": its maximum hold is wrong",
+				    m->id);
+		if (m->hold_slot)
 			(*deadlines)++;
 	}
 	if (n != d->nmodels)

@@ -84,6 +84,7 @@ static void lease(struct world *w, struct sim_client *c, unsigned device, uint64
 	r.request_id = world_send(w, c, REQ_LEASE, 0, 0);
 	if (!r.request_id)
 		return;
+	r.progress = c->out[c->nout - 1].progress = rng_chance(&w->rng, 31250);
 	sim_trace(w,
 		  "holder %" PRIu64 " asks %" PRIu64 " bytes on device %u (timeout %" PRId64
 		  ", model %" PRIu64 ")",
@@ -143,6 +144,7 @@ static void model_request(struct world *w, struct sim_client *c, unsigned slot, 
 	r.request_id = world_send(w, c, resize ? REQ_RESIZE : REQ_ACQUIRE, slot, m->id);
 	if (!r.request_id)
 		return;
+	r.progress = c->out[c->nout - 1].progress = rng_chance(&w->rng, 31250);
 	m->busy = true;
 	sim_trace(
 	    w, "holder %" PRIu64 " %s model %" PRIu64 " (%" PRIu64 " bytes, timeout %" PRId64 ")",
@@ -168,11 +170,27 @@ static void model_op(struct world *w, struct sim_client *c, unsigned slot, bool 
 		svc_model_release(&w->svc, c->holder, id, m->id);
 }
 
-/* leaser: leases of random sizes and timeouts; a second thread releases now and then. */
+/* outstanding counts c's requests of kind. */
+static unsigned outstanding(const struct sim_client *c, enum sim_req_kind kind)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nout; i++)
+		n += c->out[i].kind == kind;
+	return n;
+}
+
+/*
+ * leaser: leases of random sizes and timeouts; a second thread releases now and then, and
+ * now and then asks for a second lease while the first waits (a client's own requests on a
+ * device must be granted in order: invariant 8).
+ */
 static void leaser(struct world *w, struct sim_client *c)
 {
-	if (!pending(c, REQ_LEASE) &&
-	    (c->nleases == 0 || (c->nleases < 3 && rng_chance(&w->rng, 500000)))) {
+	unsigned asked = outstanding(c, REQ_LEASE);
+
+	if ((asked == 0 && (c->nleases == 0 || (c->nleases < 3 && rng_chance(&w->rng, 500000)))) ||
+	    (asked == 1 && c->nleases < 3 && rng_chance(&w->rng, 100000))) {
 		unsigned device = rng_chance(&w->rng, 800000)
 				      ? c->device
 				      : (unsigned)rng_below(&w->rng, w->opt.devices);
@@ -287,7 +305,9 @@ static void admin(struct world *w, struct sim_client *c)
 		/* One in eight is forced: a model in use is taken too. */
 		sim_trace(w, "holder %" PRIu64 " evicts model %" PRIu64 "%s", c->holder, model,
 			  r < 5 ? " (forced)" : "");
+		w->forcing = r < 5;
 		svc_admin_evict(&w->svc, c->holder, id, model, r < 5);
+		w->forcing = false;
 	} else if (r < 70) {
 		id = world_send(w, c, REQ_PIN, 0, model);
 		sim_trace(w, "holder %" PRIu64 " pins model %" PRIu64 " (%d)", c->holder, model,
@@ -298,6 +318,19 @@ static void admin(struct world *w, struct sim_client *c)
 		sim_trace(w, "holder %" PRIu64 " trims", c->holder);
 		svc_trim(&w->svc, c->holder, id, r & 1, c->device);
 	}
+}
+
+bool behave_release_model(struct world *w, struct sim_client *c, uint64_t model)
+{
+	for (unsigned i = 0; i < SIM_MAX_MODELS; i++) {
+		struct sim_model *m = &c->models[i];
+
+		if (m->id == model && m->in_use && !m->busy) {
+			model_op(w, c, i, false);
+			return true;
+		}
+	}
+	return false;
 }
 
 void behave(struct world *w, struct sim_client *c)

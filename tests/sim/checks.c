@@ -181,7 +181,7 @@ void checks_end(struct world *w)
 		const struct device *d = &s->devices[i];
 
 		if (d->leased || d->reserved || d->leases || d->queue.count || d->nmodels)
-			sim_fail(w, "8 all gone, books zero",
+			sim_fail(w, "7 all gone, books zero",
 				 "device %u: %" PRIu64 " leased, %" PRIu64 " reserved, %" PRIu64
 				 " leases, %u waiting, %u models",
 				 i, d->leased, d->reserved, d->leases, d->queue.count, d->nmodels);
@@ -189,7 +189,7 @@ void checks_end(struct world *w)
 	if (lease_table_next(&s->leases, 0) || idtable_next(&s->models, 0, &id) ||
 	    idtable_next(&s->waiters, 0, &id) || state_holder_next(s, 0) ||
 	    heap_size(&s->deadlines) || s->fd_leases)
-		sim_fail(w, "8 all gone, books zero",
+		sim_fail(w, "7 all gone, books zero",
 			 "leases, models, waiters, holders or deadlines are left");
 }
 

@@ -63,13 +63,24 @@ static void on_notice(void *ctx, uint64_t holder, const struct svc_notice *n)
 			 (int)n->kind, n->model_id, holder);
 		return;
 	}
-	sim_trace(w,
-		  "notice %d to holder %" PRIu64 ": model %" PRIu64 " generation %" PRIu64
-		  " lease %" PRIu64,
-		  (int)n->kind, holder, n->model_id, n->generation, n->lease_id);
-	if (n->kind == NOTE_EVICT_REQUEST)
+	if (n->kind == NOTE_WAIT_PROGRESS)
+		sim_trace(w,
+			  "progress to holder %" PRIu64 ": request %" PRIu64
+			  " reason %d model %" PRIu64 " position %u ended %d",
+			  holder, n->progress->request_id, (int)n->progress->wait.reason,
+			  n->progress->wait.model, n->progress->wait.position,
+			  (int)n->progress->ended);
+	else
+		sim_trace(w,
+			  "notice %d to holder %" PRIu64 ": model %" PRIu64 " generation %" PRIu64
+			  " lease %" PRIu64,
+			  (int)n->kind, holder, n->model_id, n->generation, n->lease_id);
+	if (n->kind == NOTE_EVICT_REQUEST) {
+		notices_evict(w, n);
 		checks_eviction_told(w, holder, n);
-	else if (n->kind == NOTE_MODEL_REVOKED)
+	} else if (n->kind == NOTE_WAIT_PROGRESS) {
+		notices_progress(w, c, n);
+	} else if (n->kind == NOTE_MODEL_REVOKED)
 		checks_eviction_over(w, n->model_id);
 	world_on_notice(w, c, n);
 }

@@ -80,6 +80,29 @@ static uint64_t clock_real(void *ctx)
 	return 1767225600000ull + ((struct world *)ctx)->now;
 }
 
+/*
+ * schedule draws how the queues are served: backfilling off for a quarter of the seeds, with
+ * the daemon's bounds for another, tight bounds (1 to 4 passes, 1 to 50 ms) for the rest, and
+ * toggled by reloads for half of them; a maximum hold for transformers (and for every class but
+ * VAEs in half of the seeds); evict deadlines of their own for transformers and text encoders.
+ */
+static void schedule(struct world *w)
+{
+	struct policy_schedule *p = &w->cfg.sched;
+	uint64_t r = rng_below(&w->rng, 4);
+
+	p->backfill = r != 0;
+	p->backfill_passes = r < 2 ? 16 : (unsigned)rng_range(&w->rng, 1, 5);
+	p->backfill_wait_ms = r < 2 ? 5000 : rng_range(&w->rng, 1, 51);
+	w->passes_max = p->backfill_passes;
+	w->backfill_toggles = rng_chance(&w->rng, 500000);
+	p->max_hold_ms = rng_chance(&w->rng, 500000) ? rng_range(&w->rng, 5000, 60000) : 0;
+	p->max_hold_class_ms[1] = rng_range(&w->rng, 1000, 10000);
+	p->max_hold_class_ms[2] = POLICY_CLASS_OFF;
+	p->evict_deadline_ms[1] = 2 * SIM_EVICT_DEADLINE_MS;
+	p->evict_deadline_ms[3] = SIM_EVICT_DEADLINE_MS / 2;
+}
+
 /* settings fills the budgets, the residency rules and the limits the service starts with. */
 static void settings(struct world *w)
 {
@@ -104,6 +127,7 @@ static void settings(struct world *w)
 					.handshake_timeout_ms = 10000,
 					.max_subscribers = 64};
 	w->cfg.fd_limit = 1u << 20;
+	schedule(w);
 }
 
 static int world_init(struct world *w, const struct sim_options *opt)
@@ -126,6 +150,7 @@ static int world_init(struct world *w, const struct sim_options *opt)
 		return -1;
 	}
 	recorder_install(w);
+	decide_install(w);
 	w->svc.pump = checks_pump;
 	/* What happens is told as in the daemon: to the log, the counters and the denials. */
 	eventlog_subscribe(&w->svc.eventlog, &w->svc.bus);
@@ -150,11 +175,20 @@ static void reconfigure(struct world *w)
 			w->over_used[i] = used;
 		}
 	}
+	/* Backfilling on and off, or bounds of 1 to 4 passes, by reload. */
+	if (w->backfill_toggles && rng_chance(&w->rng, 500000))
+		w->cfg.sched.backfill = !w->cfg.sched.backfill;
+	else if (w->backfill_toggles)
+		w->cfg.sched.backfill_passes = (unsigned)rng_range(&w->rng, 1, 5);
+	if (w->cfg.sched.backfill_passes > w->passes_max)
+		w->passes_max = w->cfg.sched.backfill_passes;
 	w->stats.reconfigures++;
 	sim_trace(w, "budgets now %" PRIu64 " and %" PRIu64, w->budgets[0].budget,
 		  w->budgets[w->opt.devices > 1].budget);
 	if (svc_reconfigure(&w->svc, w->budgets, &w->residency, &w->cfg, why, sizeof(why)) < 0)
 		sim_fail(w, "reload", "svc_reconfigure refused: %s", why);
+	else if (memcmp(&w->svc.cfg.sched, &w->cfg.sched, sizeof(w->cfg.sched)) != 0)
+		sim_fail(w, "reload", "the scheduling settings reloaded are not in force");
 }
 
 /* advance moves the virtual clock on: mostly a little, sometimes past deadlines. */
@@ -239,12 +273,17 @@ static void report(const struct world *w, double seconds)
 	       " connects, %" PRIu64 " requests, %" PRIu64 " grants, %" PRIu64 " refusals, %" PRIu64
 	       " notices, %" PRIu64 " jobs (%" PRIu64 " failed), %" PRIu64 " acks, %" PRIu64
 	       " revocations, %" PRIu64 " bypasses, %" PRIu64 " reloads, %s, %" PRIu64
-	       " full checks, %" PRIu64 " stalls, %u waiting at most on a device\n",
+	       " full checks, %" PRIu64 " stalls, %u waiting at most on a device\n"
+	       "sim: backfilling %s (%u passes, %" PRIu64 " ms%s): %" PRIu64 " backfills; %" PRIu64
+	       " progress notices; %" PRIu64 " asked at their maximum hold, %" PRIu64 " forced\n",
 	       w->failed ? "FAILED" : "passed", w->step, (w->now - SIM_EPOCH_MS) / 1000,
 	       st->connects, st->requests, st->grants, st->refusals, st->notices, st->jobs,
 	       st->job_failures, st->acks, st->revocations, w->svc.counters.bypasses,
 	       st->reconfigures, w->device_lost ? "a device lost" : "no device lost",
-	       st->full_checks, st->stalls, st->longest_queue);
+	       st->full_checks, st->stalls, st->longest_queue, w->cfg.sched.backfill ? "on" : "off",
+	       w->cfg.sched.backfill_passes, w->cfg.sched.backfill_wait_ms,
+	       w->backfill_toggles ? ", toggled by reloads" : "", st->backfills, st->progress,
+	       st->hold_asks, st->forced);
 	printf("sim: %.1f s, %.0f steps/s\n", seconds, seconds > 0 ? (double)w->step / seconds : 0);
 	fflush(stdout);
 }
@@ -256,6 +295,8 @@ static void world_free(struct world *w)
 	idtable_finish(&w->by_holder);
 	free(w->later);
 	free(w->evictions);
+	free(w->pieces);
+	free(w->sums);
 	free(w->clients);
 	free(w);
 }
@@ -277,8 +318,14 @@ static int run(const struct sim_options *opt)
 		act(w);
 		settle(w);
 		checks_step(w);
+		if (!w->failed)
+			decide_step(w);
 		if (!w->failed && w->step % 16 == 0)
 			oracle_check(w);
+		if (!w->failed && w->step % 16 == 8) {
+			decide_sweep(w);
+			notices_sweep(w);
+		}
 		if (!w->failed && w->step % opt->check_every == 0)
 			checks_full(w);
 	}

@@ -70,6 +70,12 @@ struct sim_req {
 	unsigned slot; /* the model's slot in the client, where it applies */
 	uint64_t arg;  /* the lease or model id it names, where it applies */
 	uint64_t sent_ms;
+	/* Progress (invariant 13): asked for, and what the last notice said and when. */
+	bool progress;
+	bool told;
+	uint64_t told_ms;
+	unsigned told_reason;
+	uint64_t told_model;
 };
 
 struct sim_model {
@@ -106,6 +112,7 @@ struct sim_client {
 	/* The oracle's marks: behind the head it judges (stamp), at which first request. */
 	uint64_t stamp;
 	uint64_t first_seq;
+	uint64_t idle_stamp;
 };
 
 /* Something a client does later: an ack, or dying. */
@@ -131,6 +138,7 @@ struct sim_stats {
 	uint64_t connects, disconnects, requests, replies, grants, refusals, notices;
 	uint64_t jobs, job_failures, acks, revocations, reconfigures, bypasses, full_checks;
 	uint64_t oracle_checks;
+	uint64_t backfills, progress, hold_asks, forced, idle_checks;
 	uint64_t stalls; /* steps at which every client waited and only timeouts could help */
 	uint64_t first_stall;
 	unsigned longest_queue; /* the most requests waiting on one device after a step */
@@ -166,7 +174,13 @@ struct world {
 	bool over[SIM_MAX_DEVICES];
 	uint64_t over_used[SIM_MAX_DEVICES];
 	bool device_lost;
-	uint64_t stamp; /* the oracle's current mark (sim_client.stamp) */
+	bool forcing;	       /* an administrator's forced eviction is being made (invariant 12) */
+	bool backfill_toggles; /* reloads turn backfilling on and off */
+	unsigned passes_max;   /* the highest --backfill-passes in force over the run */
+	uint64_t *pieces, *sums; /* invariants 9 and 11: models in use by size, running sums */
+	size_t pieces_cap;
+	uint64_t idle_stamp; /* invariant 11's walk: holders seen (sim_client.idle_stamp) */
+	uint64_t stamp;	     /* the oracle's current mark (sim_client.stamp) */
 	uint64_t step;
 	struct sim_stats stats;
 	char trace[SIM_TRACE][192];
@@ -209,6 +223,9 @@ uint64_t world_send(struct world *w, struct sim_client *c, enum sim_req_kind kin
 
 /* behave.c: what each kind of client does next. */
 void behave(struct world *w, struct sim_client *c);
+/* behave_release_model releases the model c has in use (an owner asked to give it up);
+ * false when it holds none in use that it may release now. */
+bool behave_release_model(struct world *w, struct sim_client *c, uint64_t model);
 
 /* checks.c: the invariants. */
 void checks_step(struct world *w);
@@ -222,6 +239,16 @@ void checks_eviction_over(struct world *w, uint64_t model);
 
 /* checks_pump is svc_pump with invariant 3's bound on the decisions it applies. */
 void checks_pump(struct svc *svc);
+
+/* decide.c: the queues' decisions judged before they are applied (invariants 9 to 11). */
+void decide_install(struct world *w);
+void decide_step(struct world *w);
+void decide_sweep(struct world *w);
+
+/* notices.c: maximum holds, per-class deadlines and progress (invariants 12 and 13). */
+void notices_evict(struct world *w, const struct svc_notice *n);
+void notices_progress(struct world *w, struct sim_client *c, const struct svc_notice *n);
+void notices_sweep(struct world *w);
 
 /* oracle.c: the hold-and-wait rule done again, slowly, and the stall detector. */
 bool oracle_fits(const struct device *d, const struct waiter *w);

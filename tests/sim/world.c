@@ -276,7 +276,7 @@ void world_on_notice(struct world *w, struct sim_client *c, const struct svc_not
 		w->stats.revocations++;
 		break;
 	case NOTE_WAIT_PROGRESS:
-		break; /* the simulated clients do not ask for progress */
+		break; /* judged by notices_progress */
 	}
 }
 
@@ -322,6 +322,11 @@ void world_run_later(struct world *w)
 			world_disconnect(w, c, "it dies when asked to unload");
 			continue;
 		}
+		/* An owner asked to give up a model in use (its maximum hold, or forced) releases
+		 * it before it acks. */
+		behave_release_model(w, c, l.model);
+		if (!world_client(w, l.holder))
+			continue;
 		id = world_send(w, c, REQ_ACK, 0, l.model);
 		if (!id)
 			continue;
