@@ -74,8 +74,12 @@ if ((${#missing[@]})); then
 		"${sudo[@]}" chmod 755 "$policy"
 		trap '"${sudo[@]}" rm -f "$policy"' EXIT
 	fi
-	"${sudo[@]}" apt-get update -qq
-	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# Another apt-get (a user's upgrade, a second checkout's setup) holds dpkg's lock for a
+	# while: wait for it rather than fail the stage.
+	lock=(-o DPkg::Lock::Timeout=600)
+	"${sudo[@]}" apt-get "${lock[@]}" update -qq
+	"${sudo[@]}" apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" \
+		>/dev/null
 fi
 
 if ((runtime_only)); then
