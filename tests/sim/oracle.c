@@ -41,7 +41,9 @@ bool oracle_fits(const struct device *d, const struct waiter *w)
 {
 	uint64_t used = d->leased + d->reserved;
 
-	if (used > d->budget || need(w) > d->budget - used)
+	/* Nothing needed (a resident model's acquire) fits even when a reload put the budget
+	 * below what is held. */
+	if (need(w) > 0 && (used > d->budget || need(w) > d->budget - used))
 		return false;
 	return !w->model || (!w->model->evicting && !rival(d, w->model));
 }
