@@ -70,6 +70,12 @@ void settings_budgets(const struct options *eff, struct budget_config *cfgs)
 		options_budget(eff, d, &cfgs[d]);
 }
 
+void settings_pool(const struct options *eff, struct pool_config *cfg)
+{
+	cfg->max_bytes = eff->gpu_pool;
+	cfg->idle_ms = eff->gpu_pool_idle_ms;
+}
+
 void settings_residency(const struct options *eff, struct residency_config *res)
 {
 	memset(res, 0, sizeof(*res));
