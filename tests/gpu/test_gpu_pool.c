@@ -202,6 +202,22 @@ static void pool_view(const struct daemon_proc *d, struct pool_view *p)
 	rocmmem_disconnect(c);
 }
 
+/* ctl_says runs rocmmemctl with args against d and says whether its output has needle. */
+static bool ctl_says(const struct daemon_proc *d, const char *args, const char *needle)
+{
+	char cmd[512], line[4096];
+	bool found = false;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", ROCMMEMCTL_BIN, d->sock, args);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		found = found || strstr(line, needle) != NULL;
+	assert_int_equal(pclose(f), 0);
+	return found;
+}
+
 /* calls is how often the daemon called fn of its runtime. */
 static uint64_t calls(const struct daemon_proc *d, bool cuda, const char *fn)
 {
@@ -267,6 +283,10 @@ static void warm_lease(bool cuda)
 	assert_int_equal(p.chunks, 1);
 	assert_int_equal(p.limit, 256 * MiB); /* auto: a quarter of the 1 GiB budget */
 	assert_int_equal(p.free_bytes, p.budget);
+	assert_true(ctl_says(&d, "status", "pool: 64 MiB in 1 chunk(s) of at most 256 MiB"));
+	assert_true(ctl_says(&d, "status --json", "\"pool\""));
+	assert_true(ctl_says(&d, "metrics", "rocmmemd_device_pool_bytes{device=\"0\","));
+	assert_true(ctl_says(&d, "metrics", "} 67108864"));
 	creates = calls(&d, cuda, create);
 	exports = calls(&d, cuda, export);
 	assert_int_equal(ask(&ch, CMD_LEASE, 64 * MiB), 0);
@@ -384,6 +404,37 @@ static void test_grant_takes_the_pool_back(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* An export that fails while pooling frees the memory: the release still succeeds, nothing
+ * stays in the pool or the books, and the next lease is allocated as usual. */
+static void test_failed_export_frees(void **state)
+{
+	struct pool_client pc = {0};
+	struct daemon_proc d;
+	struct pool_view p;
+	struct child ch;
+	uint64_t creates;
+
+	(void)state;
+	/* Call 1 is the start's probe, 2 the grant's export, 3 the pool's. */
+	setenv("FAKEHIP_FAIL", "hipMemExportToShareableHandle=3", 1);
+	start(&d, false, NULL);
+	pc.socket = d.sock;
+	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	assert_int_equal(ask(&ch, CMD_LEASE, 16 * MiB), 0);
+	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
+	assert_true(harness_log_wait(&d, "could not be pooled", HARNESS_WAIT_MS));
+	pool_view(&d, &p);
+	assert_int_equal(p.bytes, 0);
+	assert_int_equal(p.dropped, 16 * MiB);
+	assert_int_equal(p.free_bytes, p.budget);
+	creates = calls(&d, false, "hipMemCreate");
+	assert_int_equal(ask(&ch, CMD_LEASE, 16 * MiB), 0);
+	assert_int_equal(calls(&d, false, "hipMemCreate"), creates + 1);
+	assert_int_equal(ask(&ch, CMD_PEEK, 0), 0);
+	finish(&ch);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* Idle memory goes back by itself; "off" keeps nothing. */
 static void test_idle_and_off(void **state)
 {
@@ -431,6 +482,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_trim_empties_the_pool, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_grant_takes_the_pool_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_and_off, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failed_export_frees, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
