@@ -59,9 +59,9 @@ static const struct option_name names[OPTION_COUNT] = {
 				"backfill_passes", true},
     [OPTION_BACKFILL_WAIT] = {OPTION_BACKFILL_WAIT, "--backfill-wait", "policy", "backfill_wait",
 			      true},
-    [OPTION_GPU_POOL] = {OPTION_GPU_POOL, "--gpu-pool", "devices", "gpu_pool", false},
+    [OPTION_GPU_POOL] = {OPTION_GPU_POOL, "--gpu-pool", "devices", "gpu_pool", true},
     [OPTION_GPU_POOL_IDLE] = {OPTION_GPU_POOL_IDLE, "--gpu-pool-idle", "devices", "gpu_pool_idle",
-			      false},
+			      true},
 };
 
 const struct option_name *options_name(enum option_id id)

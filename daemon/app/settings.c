@@ -249,6 +249,7 @@ int settings_reload(struct settings *st, struct server *s)
 		return rc;
 	}
 	warn_restart(&st->current, &merged);
+	settings_pool(&merged, &s->svc.pool_cfg); /* a smaller pool lets go at the next sample */
 	handshake_rearm(&s->handshake);
 	if (merged.log_level != log_get_level()) {
 		log_set_level(merged.log_level);

@@ -132,7 +132,8 @@ static void report_pool(Rocmmem__Wire__DeviceInfo *o, const struct server *s,
 {
 	uint64_t limit = svc_pool_limit(&s->svc, d);
 
-	if (limit == 0 && d->pool.bytes == 0)
+	/* A device that never pooled and cannot (host memory, dma-buf, IPC, "off"): nothing. */
+	if (limit == 0 && d->pool.bytes == 0 && d->pool.dropped_bytes == 0)
 		return;
 	o->has_pool_bytes = o->has_pool_chunks = o->has_pool_limit_bytes = true;
 	o->has_pool_warm_grants = o->has_pool_dropped_bytes = true;

@@ -425,7 +425,7 @@ static void out_devices(struct out *o, const struct svc *s)
 		snprintf(labels[i], sizeof(labels[i]), "device=\"%u\",name=\"%s\"", d->index,
 			 esc[0]);
 		device_values(values[i], d, now);
-		if (svc_pool_limit(s, d) || d->pool.bytes) {
+		if (svc_pool_limit(s, d) || d->pool.bytes || d->pool.dropped_bytes) {
 			values[i][DEV_POOL] = uval(d->pool.bytes);
 			values[i][DEV_POOL_WARM] = uval(d->pool.warm_grants);
 		}

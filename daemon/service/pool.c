@@ -223,7 +223,9 @@ void svc_pool_check(struct svc *svc, unsigned device)
 
 	for (e = TAILQ_FIRST(&d->pool.entries); e; e = next) {
 		next = TAILQ_NEXT(e, link);
-		if (all || now - e->since_ms >= svc->pool_cfg.idle_ms)
+		/* Oldest first, also while the pool is above a limit lowered by a reload. */
+		if (all || now - e->since_ms >= svc->pool_cfg.idle_ms ||
+		    d->pool.bytes > svc_pool_limit(svc, d))
 			drop(svc, d, e, NULL);
 	}
 }

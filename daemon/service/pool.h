@@ -44,8 +44,9 @@ void svc_pool_trim(struct svc *svc, unsigned device, struct job *job);
 /* svc_pool_release_drops releases a job's drops that could not ride with it (not run). */
 void svc_pool_release_drops(struct svc *svc, struct job *job);
 
-/* svc_pool_check releases what sat idle past the setting, and everything under pressure: a
- * waiting request, the runtime short of memory, the books past the budget, a lost device. */
+/* svc_pool_check releases what sat idle past the setting, the oldest while the pool is above
+ * its limit, and everything under pressure: a waiting request, the runtime short of memory,
+ * the books past the budget, a lost device, a stop. */
 void svc_pool_check(struct svc *svc, unsigned device);
 
 /* svc_pool_holder_gone releases every allocation kept for holder (it can be nobody else's). */

@@ -146,7 +146,8 @@ struct fake {
 int fake_begin(struct fake *f, const char *name, int default_failure);
 int fake_end(struct fake *f, int err);
 
-/* fake_count_call counts a call of name in this process's calls file (with a state dir). */
+/* fake_count_call counts a call of name in this process's calls file (with a state dir and
+ * FAKEGPU_COUNT_CALLS=1). */
 void fake_count_call(struct fake *f, const char *name);
 
 /*

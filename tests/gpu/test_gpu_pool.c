@@ -6,6 +6,7 @@
  * calls are counted by the fakes themselves (tests/fakegpu/fake_calls.c).
  */
 #include <errno.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +33,7 @@ static const char *const fake_vars[] = {
     "FAKEHIP_DEVICES",	    "FAKECUDA_DEVICES",		"ROCMMEM_HIP_LIBRARY",
     "ROCMMEM_CUDA_LIBRARY", "FAKEGPU_STATE_DIR",	"ROCMMEM_SYSFS_ROOT",
     "FAKEHIP_FAIL",	    "ROCMMEM_ROCM_SMI_LIBRARY", "ROCMMEM_NVML_LIBRARY",
+    "FAKEGPU_COUNT_CALLS",
 };
 
 static int setup(void **state)
@@ -43,6 +45,7 @@ static int setup(void **state)
 	if (!mkdtemp(state_dir))
 		return -1;
 	setenv("FAKEGPU_STATE_DIR", state_dir, 1);
+	setenv("FAKEGPU_COUNT_CALLS", "1", 1);
 	setenv("ROCMMEM_SYSFS_ROOT", state_dir, 1);
 	setenv("ROCMMEM_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so", 1);
 	setenv("ROCMMEM_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
@@ -435,6 +438,94 @@ static void test_failed_export_frees(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* outsider holds arg MiB with the runtime directly, outside rocmmemd, until told to stop. */
+static int outsider(void *arg, int in, int out)
+{
+	struct hipapi hip;
+	char why[256];
+	void *p = NULL;
+	int64_t go;
+
+	if (hipapi_load(&hip, why, sizeof(why)) != 0 ||
+	    hip.hipMalloc(&p, (size_t)(uintptr_t)arg << 20) != 0)
+		return 60;
+	pipe_put(out, 1);
+	pipe_get(in, &go, 60000);
+	return 0;
+}
+
+/* The runtime short of memory (under a tenth free) takes the pool back at the next sample. */
+static void test_runtime_short_takes_the_pool_back(void **state)
+{
+	struct pool_client pc = {0};
+	struct daemon_proc d;
+	struct pool_view p;
+	struct child ch, other;
+	int64_t ready;
+
+	(void)state;
+	start(&d, false, NULL);
+	pc.socket = d.sock;
+	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	assert_int_equal(ask(&ch, CMD_LEASE, 256 * MiB), 0);
+	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
+	pool_view(&d, &p);
+	assert_int_equal(p.bytes, 256 * MiB);
+	/* 700 MiB outside rocmmemd: 68 MiB of the 1 GiB device left free. */
+	assert_int_equal(child_start(&other, outsider, (void *)(uintptr_t)700), 0);
+	assert_true(pipe_get(other.from_child, &ready, HARNESS_WAIT_MS));
+	wait_pool(&d, 0, &p);
+	assert_int_equal(p.dropped, 256 * MiB);
+	pipe_put(other.to_child, 1);
+	assert_int_equal(child_wait(&other, HARNESS_WAIT_MS), 0);
+	finish(&ch);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
+/* A reload that lowers the limit lets go of the oldest memory at the next sample. */
+static void test_reload_lowers_the_limit(void **state)
+{
+	char path[128], args_path[160];
+	const char *args[] = {"--config", args_path, NULL};
+	struct pool_client pc = {0};
+	struct daemon_proc d;
+	struct pool_view p;
+	struct child ch;
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/pool.conf", state_dir);
+	snprintf(args_path, sizeof(args_path), "%s", path);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "[devices]\ngpu_pool = 64M\n");
+	fclose(f);
+	start(&d, false, args);
+	pool_view(&d, &p);
+	assert_int_equal(p.limit, 64 * MiB);
+	pc.socket = d.sock;
+	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	/* Too large for the pool: freed as before. */
+	assert_int_equal(ask(&ch, CMD_LEASE, 128 * MiB), 0);
+	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
+	pool_view(&d, &p);
+	assert_int_equal(p.bytes, 0);
+	assert_int_equal(ask(&ch, CMD_LEASE, 32 * MiB), 0);
+	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
+	pool_view(&d, &p);
+	assert_int_equal(p.bytes, 32 * MiB);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "[devices]\ngpu_pool = off\n");
+	fclose(f);
+	assert_int_equal(kill(d.pid, SIGHUP), 0);
+	assert_true(harness_log_wait(&d, "reloaded the configuration", HARNESS_WAIT_MS));
+	wait_pool(&d, 0, &p);
+	assert_int_equal(p.dropped, 32 * MiB);
+	finish(&ch);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* Idle memory goes back by itself; "off" keeps nothing. */
 static void test_idle_and_off(void **state)
 {
@@ -483,6 +574,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_grant_takes_the_pool_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_and_off, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failed_export_frees, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime_short_takes_the_pool_back, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_reload_lowers_the_limit, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
