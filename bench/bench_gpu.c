@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_gpu.c: the GPU path. The lease round trip with rocmmemd on the CUDA (or HIP) backend
- * (acquire, which imports and maps the memory into this process, then release) against
+ * (acquire, which imports and maps the memory into this process, then release), warm (the
+ * daemon's chunk pool holds this client's released memory of that size: no allocation in the
+ * daemon) and cold (the pool emptied by an untimed trim first: the daemon allocates), against
  * allocating the same sizes in this process with the runtime (cuMemAlloc/cuMemFree, the VMM
  * sequence cuMemCreate + reserve + map + set access, or hipMalloc/hipFree), in the same run,
  * interleaved; the import's cost (acquire mapped minus acquire with ROCMMEM_LEASE_NOMAP); and a
- * trim request's round trip. The runtimes are loaded with the project's own loaders
- * (common/gpu), so $ROCMMEM_CUDA_LIBRARY and $ROCMMEM_HIP_LIBRARY choose them as they do for the
- * daemon.
+ * trim request's round trip. The daemon's warm grants are read from its status afterwards. The
+ * runtimes are loaded with the project's own loaders (common/gpu), so $ROCMMEM_CUDA_LIBRARY and
+ * $ROCMMEM_HIP_LIBRARY choose them as they do for the daemon.
  *
  * Without a GPU (no runtime, or one that sees no device) it writes "not run: no GPU" with the
  * loaders' reasons and exits 0.
@@ -30,10 +32,10 @@
 enum runtime { RT_NONE, RT_CUDA, RT_HIP };
 
 /* What is timed, per size. */
-enum what { W_LEASE, W_LEASE_NOMAP, W_ALLOC, W_VMM, W_TRIM, WHATS };
-static const char *const what_names[WHATS] = {"lease_round_trip", "lease_nomap_round_trip",
+enum what { W_LEASE, W_LEASE_NOMAP, W_ALLOC, W_VMM, W_TRIM, W_LEASE_COLD, WHATS };
+static const char *const what_names[WHATS] = {"lease_round_trip",   "lease_nomap_round_trip",
 					      "runtime_alloc_free", "runtime_vmm_create_map_free",
-					      "trim_round_trip"};
+					      "trim_round_trip",    "lease_cold_round_trip"};
 
 static struct {
 	enum runtime rt;
@@ -108,27 +110,36 @@ static int cu_vmm_cycle(size_t size)
 	return 0;
 }
 
+/* lease acquires and releases size bytes (flags: ROCMMEM_LEASE_*). */
+static int lease(rocmmem_client *c, uint64_t size, uint32_t flags)
+{
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .timeout_ms = 5000, .flags = flags};
+	rocmmem_lease *l;
+	int err = rocmmem_lease_acquire(c, &req, &l);
+
+	return err ? err : rocmmem_lease_release(l);
+}
+
 /* one times one operation of kind w on size bytes; -ENOTSUP when this runtime has none. */
 static int one(rocmmem_client *c, enum what w, uint64_t size, uint64_t *ns)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0;
 	int err = 0;
 
+	/* Cold: the daemon's pool emptied first (untimed), so that it allocates. */
+	if (w == W_LEASE_COLD && (err = rocmmem_trim(c, 0, NULL)) != 0 && err != -EBUSY)
+		return err;
+	t0 = bench_now_ns();
+	err = 0;
 	switch (w) {
-	case W_LEASE:
-	case W_LEASE_NOMAP: {
-		struct rocmmem_lease_request req = {
-		    .struct_size = sizeof(req),
-		    .size = size,
-		    .timeout_ms = 5000,
-		    .flags = w == W_LEASE_NOMAP ? ROCMMEM_LEASE_NOMAP : 0};
-		rocmmem_lease *l;
-
-		err = rocmmem_lease_acquire(c, &req, &l);
-		if (!err)
-			err = rocmmem_lease_release(l);
+	case W_LEASE_COLD:
+		err = lease(c, size, 0);
 		break;
-	}
+	case W_LEASE:
+	case W_LEASE_NOMAP:
+		err = lease(c, size, w == W_LEASE_NOMAP ? ROCMMEM_LEASE_NOMAP : 0);
+		break;
 	case W_ALLOC:
 		if (g.rt == RT_CUDA) {
 			cuapi_deviceptr_t p;
@@ -161,6 +172,22 @@ static int one(rocmmem_client *c, enum what w, uint64_t size, uint64_t *ns)
 	}
 	*ns = bench_now_ns() - t0;
 	return err;
+}
+
+/* pool_figures writes what the daemon's status says of its chunk pool on device 0. */
+static void pool_figures(struct bench_json *j, rocmmem_client *c)
+{
+	rocmmem_status *st = NULL;
+	const struct rocmmem_device_info *v;
+
+	if (rocmmem_status_get(c, &st) != 0)
+		return;
+	v = rocmmem_status_device(st, 0);
+	if (v) {
+		bench_json_int(j, "pool_warm_grants", (int64_t)v->pool_warm_grants);
+		bench_json_int(j, "pool_limit_bytes", (int64_t)v->pool_limit_bytes);
+	}
+	rocmmem_status_free(st);
 }
 
 int main(int argc, char **argv)
@@ -231,6 +258,11 @@ int main(int argc, char **argv)
 
 				if (w == W_TRIM && s > 0)
 					continue;
+				/* Warm: the pool holds this size once one lease of it was released.
+				 */
+				if ((w == W_LEASE || w == W_LEASE_NOMAP) &&
+				    (err = lease(c, sizes[s], 0)) != 0)
+					break;
 				for (unsigned i = 0; i < per && supported[w]; i++) {
 					uint64_t ns;
 					int rc = one(c, (enum what)w, sizes[s], &ns);
@@ -290,6 +322,11 @@ int main(int argc, char **argv)
 			bench_json_num(&j, "ratio_p50_vs_runtime_alloc",
 				       bench_ratio((double)bench_hist_pct(lease, 50),
 						   (double)bench_hist_pct(base, 50)));
+		if (base)
+			bench_json_num(
+			    &j, "ratio_p50_cold_vs_runtime_alloc",
+			    bench_ratio((double)bench_hist_pct(&hist[s][W_LEASE_COLD], 50),
+					(double)bench_hist_pct(base, 50)));
 		if (supported[W_VMM])
 			bench_json_num(&j, "ratio_p50_vs_in_process_vmm",
 				       bench_ratio((double)bench_hist_pct(lease, 50),
@@ -297,6 +334,7 @@ int main(int argc, char **argv)
 		bench_json_end_object(&j);
 	}
 	bench_json_end_array(&j);
+	pool_figures(&j, c);
 	bench_json_close(&j);
 	if (out != stdout)
 		fclose(out);

@@ -442,11 +442,15 @@ def figures_gpu(d, name="gpu"):
         ratio = s.get("ratio_p50_vs_runtime_alloc") or s.get("ratio_p50_vs_in_process_vmm")
         if not base and "runtime_vmm_create_map_free" in s:
             base = ("in-process VMM create+map", s["runtime_vmm_create_map_free"])
-        out.append(fig(name, "%s.%d" % (name, s["bytes"]), "GPU lease round trip, %d MiB (%s)"
+        out.append(fig(name, "%s.%d" % (name, s["bytes"]), "GPU lease round trip, warm (the "
+                       "daemon's chunk pool), %d MiB (%s)"
                        % (s["bytes"] >> 20, d.get("status")), "us", s["lease_round_trip"], base,
                        ratio, "(no target in DESIGN.md)", "info",
-                       note="import p50 %.1f us; trim round trip p50 %s us"
-                       % (s["import_p50_us"], s.get("trim_round_trip", {}).get("p50", "-"))))
+                       note="cold (the daemon allocates) p50 %s us; import p50 %.1f us; trim "
+                       "round trip p50 %s us; %s warm grants"
+                       % (s.get("lease_cold_round_trip", {}).get("p50", "-"),
+                          s["import_p50_us"], s.get("trim_round_trip", {}).get("p50", "-"),
+                          d.get("pool_warm_grants", "-"))))
     return out
 
 

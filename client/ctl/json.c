@@ -135,6 +135,16 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 		ctl_json_u64(o, "runtime_free_bytes", v->runtime_free_bytes);
 		ctl_json_u64(o, "external_bytes", v->external_bytes);
 	}
+	if (v->pool_limit_bytes || v->pool_bytes) {
+		json_object *p = json_object_new_object();
+
+		ctl_json_u64(p, "bytes", v->pool_bytes);
+		ctl_json_u64(p, "chunks", v->pool_chunks);
+		ctl_json_u64(p, "limit_bytes", v->pool_limit_bytes);
+		ctl_json_u64(p, "warm_grants", v->pool_warm_grants);
+		ctl_json_u64(p, "dropped_bytes", v->pool_dropped_bytes);
+		json_object_object_add(o, "pool", p);
+	}
 	if (v->telemetry_source[0])
 		json_object_object_add(o, "telemetry", telemetry_json(v));
 	if (nproc) {

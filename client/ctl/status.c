@@ -346,6 +346,14 @@ static void print_device_details(const rocmmem_status *st, const struct rocmmem_
 		       size_format(v->runtime_free_bytes, a, sizeof(a)),
 		       size_format(v->runtime_total_bytes, b, sizeof(b)),
 		       size_format(v->external_bytes, c, sizeof(c)));
+	if (v->pool_limit_bytes || v->pool_bytes)
+		printf(
+		    "  device %u: pool: %s in %llu chunk(s) of at most %s, the daemon's (counted "
+		    "free); %llu warm grant(s)\n",
+		    v->index, size_format(v->pool_bytes, a, sizeof(a)),
+		    (unsigned long long)v->pool_chunks,
+		    size_format(v->pool_limit_bytes, b, sizeof(b)),
+		    (unsigned long long)v->pool_warm_grants);
 	if (!v->measurable)
 		printf("  device %u: books: declared only (cannot measure per-process device "
 		       "memory here)\n",

@@ -477,6 +477,15 @@ struct rocmmem_device_info {
 	int measurable;
 	uint64_t undeclared_bytes;
 	uint64_t outside_bytes;
+	/* Appended after 1.1's fields. The VMM chunk pool (GPU devices that share VMM memory; all 0
+	 * elsewhere): memory of released leases the daemon keeps for the clients that held them,
+	 * counted in free_bytes (a grant that needs it has it released first); pool_limit_bytes is
+	 * the most it keeps (0: no pool); warm grants came from it without an allocation. */
+	uint64_t pool_bytes;
+	uint64_t pool_chunks;
+	uint64_t pool_limit_bytes;
+	uint64_t pool_warm_grants;
+	uint64_t pool_dropped_bytes;
 };
 
 /* A process holding memory on a device, as the device's telemetry sees it. */

@@ -426,6 +426,11 @@ void config_print(const struct options *eff, const char *socket_path, const char
 	else
 		fprintf(out, "; budget: each device's total less its default headroom "
 			     "(default)\n");
+	setting(out, eff, OPTION_GPU_POOL,
+		eff->gpu_pool == POOL_AUTO ? "auto"
+		: eff->gpu_pool == 0	   ? "off"
+					   : size_text(eff->gpu_pool, v, sizeof(v)));
+	setting(out, eff, OPTION_GPU_POOL_IDLE, seconds_text(eff->gpu_pool_idle_ms, v, sizeof(v)));
 	for (unsigned d = 0; d < BACKEND_MAX_DEVICES; d++) {
 		const struct size_policy *p = &eff->device[d];
 		bool own = p->device_specific && (p->has_budget || p->has_headroom);

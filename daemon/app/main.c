@@ -246,6 +246,7 @@ static int start_core(struct daemon *dm)
 		dm->s = NULL;
 		return rc == -EINVAL ? ROCMMEMD_EXIT_USAGE : ROCMMEMD_EXIT_FAILURE;
 	}
+	settings_pool(opts, &dm->s->svc.pool_cfg);
 	sink = encode_sink(dm->s);
 	svc_set_sink(&dm->s->svc, &sink);
 	server_start_timer(dm->s, &dm->loop);

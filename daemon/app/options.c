@@ -59,6 +59,9 @@ static const struct option_name names[OPTION_COUNT] = {
 				"backfill_passes", true},
     [OPTION_BACKFILL_WAIT] = {OPTION_BACKFILL_WAIT, "--backfill-wait", "policy", "backfill_wait",
 			      true},
+    [OPTION_GPU_POOL] = {OPTION_GPU_POOL, "--gpu-pool", "devices", "gpu_pool", true},
+    [OPTION_GPU_POOL_IDLE] = {OPTION_GPU_POOL_IDLE, "--gpu-pool-idle", "devices", "gpu_pool_idle",
+			      true},
 };
 
 const struct option_name *options_name(enum option_id id)
@@ -115,6 +118,8 @@ void options_defaults(struct options *o)
 	o->max_message = WIRE_MAX_FRAME;
 	o->handshake_timeout_ms = OPTIONS_HANDSHAKE_TIMEOUT_MS;
 	o->max_subscribers = OPTIONS_MAX_SUBSCRIBERS;
+	o->gpu_pool = POOL_AUTO;
+	o->gpu_pool_idle_ms = POOL_DEFAULT_IDLE_MS;
 }
 
 void options_free(struct options *o)

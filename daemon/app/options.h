@@ -51,6 +51,8 @@ enum option_id {
 	OPTION_BACKFILL,
 	OPTION_BACKFILL_PASSES,
 	OPTION_BACKFILL_WAIT,
+	OPTION_GPU_POOL,      /* the VMM chunk pool's size per device (service/pool.c) */
+	OPTION_GPU_POOL_IDLE, /* how long pooled memory may sit unused */
 	OPTION_COUNT,
 };
 
@@ -114,7 +116,9 @@ struct options {
 	uint32_t max_message;	    /* bytes of one request */
 	uint64_t handshake_timeout_ms;
 	unsigned max_subscribers;
-	struct size_policy devices;			/* every device */
+	uint64_t gpu_pool;	    /* bytes per device; POOL_AUTO: a quarter of the budget */
+	uint64_t gpu_pool_idle_ms;  /* POOL_DEFAULT_IDLE_MS */
+	struct size_policy devices; /* every device */
 	struct size_policy device[BACKEND_MAX_DEVICES]; /* one device */
 };
 

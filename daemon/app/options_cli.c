@@ -36,6 +36,10 @@ static void usage(FILE *f)
 	    "      --budget [DEVICE:]SIZE    bytes the daemon may lease on every device (or\n"
 	    "                         DEVICE); may be repeated\n"
 	    "      --headroom [DEVICE:]SIZE  bytes kept free (budget = total - headroom)\n"
+	    "      --gpu-pool SIZE|auto|off  released VMM leases' memory kept per device for\n"
+	    "                         the same client's next lease (default auto: a quarter\n"
+	    "                         of the budget)\n"
+	    "      --gpu-pool-idle SECONDS  ... released when unused that long (default 30)\n"
 	    "      --evict-deadline [CLASS:]SECONDS  how long a model's owner has to unload\n"
 	    "                         it when asked before its memory is revoked (default 20);\n"
 	    "                         CLASS: for models of that class; may be repeated\n"
@@ -111,6 +115,8 @@ int options_parse(int argc, char **argv, struct command_line *cl, FILE *out, FIL
 	    {"backfill", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL},
 	    {"backfill-passes", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL_PASSES},
 	    {"backfill-wait", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL_WAIT},
+	    {"gpu-pool", required_argument, NULL, OPT_SETTING + OPTION_GPU_POOL},
+	    {"gpu-pool-idle", required_argument, NULL, OPT_SETTING + OPTION_GPU_POOL_IDLE},
 	    {"max-clients", required_argument, NULL, OPT_SETTING + OPTION_MAX_CLIENTS},
 	    {"max-pending", required_argument, NULL, OPT_SETTING + OPTION_MAX_PENDING},
 	    {"max-leases", required_argument, NULL, OPT_SETTING + OPTION_MAX_LEASES},

@@ -133,6 +133,12 @@ static void merge_value(struct options *eff, const struct options *src, enum opt
 	case OPTION_METRICS_INTERVAL:
 		eff->metrics_interval_ms = src->metrics_interval_ms;
 		break;
+	case OPTION_GPU_POOL:
+		eff->gpu_pool = src->gpu_pool;
+		break;
+	case OPTION_GPU_POOL_IDLE:
+		eff->gpu_pool_idle_ms = src->gpu_pool_idle_ms;
+		break;
 	case OPTION_SOCKET_MODE:
 		eff->socket_mode = src->socket_mode;
 		break;

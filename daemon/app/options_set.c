@@ -76,6 +76,21 @@ static int parse_size_value(const char *value, uint64_t *out, char *why, size_t 
 	return 0;
 }
 
+/* parse_pool reads gpu_pool: a size, "auto" (POOL_AUTO) or "off" (0). */
+static int parse_pool(const char *value, uint64_t *out, char *why, size_t len)
+{
+	int rc;
+
+	if (strcmp(value, "auto") == 0 || strcmp(value, "off") == 0) {
+		*out = value[0] == 'a' ? POOL_AUTO : 0;
+		return 0;
+	}
+	rc = parse_size_value(value, out, why, len);
+	if (rc == 0 && *out == POOL_AUTO)
+		rc = text_why(why, len, -EINVAL, "too large");
+	return rc;
+}
+
 /*
  * device_prefix splits "N:rest": the device number goes to *device, *rest after the colon.
  * Without a colon *device stays as it was. Returns 0 or -EINVAL.
@@ -224,6 +239,10 @@ static int set_daemon(struct options *o, enum option_id id, const char *value, c
 	case OPTION_METRICS_INTERVAL:
 		return parse_seconds(value, METRICS_INTERVAL_MIN_MS, METRICS_INTERVAL_MAX_MS,
 				     &o->metrics_interval_ms, why, len);
+	case OPTION_GPU_POOL:
+		return parse_pool(value, &o->gpu_pool, why, len);
+	case OPTION_GPU_POOL_IDLE:
+		return parse_seconds(value, 0, 86400000, &o->gpu_pool_idle_ms, why, len);
 	default:
 		return NOT_MINE;
 	}

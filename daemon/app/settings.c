@@ -70,6 +70,12 @@ void settings_budgets(const struct options *eff, struct budget_config *cfgs)
 		options_budget(eff, d, &cfgs[d]);
 }
 
+void settings_pool(const struct options *eff, struct pool_config *cfg)
+{
+	cfg->max_bytes = eff->gpu_pool;
+	cfg->idle_ms = eff->gpu_pool_idle_ms;
+}
+
 void settings_residency(const struct options *eff, struct residency_config *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -243,6 +249,7 @@ int settings_reload(struct settings *st, struct server *s)
 		return rc;
 	}
 	warn_restart(&st->current, &merged);
+	settings_pool(&merged, &s->svc.pool_cfg); /* a smaller pool lets go at the next sample */
 	handshake_rearm(&s->handshake);
 	if (merged.log_level != log_get_level()) {
 		log_set_level(merged.log_level);

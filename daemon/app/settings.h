@@ -37,6 +37,9 @@ void settings_residency(const struct options *eff, struct residency_config *res)
 void settings_limits(const struct options *eff, struct limits *limits);
 void settings_access(const struct options *eff, struct access_policy *pol);
 
+/* settings_pool fills cfg with the VMM chunk pool's settings (service/pool.c). */
+void settings_pool(const struct options *eff, struct pool_config *cfg);
+
 /* settings_policy fills cfg with the limits and the access policy of eff (the rest zero). */
 void settings_policy(const struct options *eff, struct policy_config *cfg);
 

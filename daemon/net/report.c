@@ -11,6 +11,7 @@
 #include "client.h"
 #include "platform/backend/registry.h"
 #include "server.h"
+#include "service/pool.h"
 #include "version.h"
 
 /*
@@ -125,6 +126,24 @@ static void report_processes(struct report_device *o, const struct device *d,
 	o->info.processes = o->process_ptrs;
 }
 
+/* report_pool fills the chunk pool's fields, where the device can pool. */
+static void report_pool(Rocmmem__Wire__DeviceInfo *o, const struct server *s,
+			const struct device *d)
+{
+	uint64_t limit = svc_pool_limit(&s->svc, d);
+
+	/* A device that never pooled and cannot (host memory, dma-buf, IPC, "off"): nothing. */
+	if (limit == 0 && d->pool.bytes == 0 && d->pool.dropped_bytes == 0)
+		return;
+	o->has_pool_bytes = o->has_pool_chunks = o->has_pool_limit_bytes = true;
+	o->has_pool_warm_grants = o->has_pool_dropped_bytes = true;
+	o->pool_bytes = d->pool.bytes;
+	o->pool_chunks = d->pool.chunks;
+	o->pool_limit_bytes = limit;
+	o->pool_warm_grants = d->pool.warm_grants;
+	o->pool_dropped_bytes = d->pool.dropped_bytes;
+}
+
 void report_device(struct report_device *out, const struct server *s, const struct device *d,
 		   uint64_t now)
 {
@@ -193,6 +212,7 @@ void report_device(struct report_device *out, const struct server *s, const stru
 		o->has_outside_bytes = true;
 		o->outside_bytes = d->truth.outside;
 	}
+	report_pool(o, s, d);
 }
 
 void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_t now)

@@ -13,6 +13,7 @@ enum job_kind {
 	JOB_TRIM,
 	JOB_MEMINFO,
 	JOB_ADOPT, /* alloc holds the re-declared memory in, the adopted allocation out */
+	JOB_PARK,  /* alloc's memory exported again (backend reexport) for the chunk pool */
 };
 
 struct job;
@@ -33,6 +34,11 @@ struct job {
 	char why[256];
 	job_done_fn done;
 	void *data;
+	/* JOB_ALLOC and JOB_TRIM: pooled allocations to release first (their fds closed), so
+	 * that the runtime has their memory back before allocating or trimming; a trim counts
+	 * them in `released`. The submitter owns the array. */
+	struct backend_alloc *drops;
+	unsigned ndrops;
 };
 
 /*

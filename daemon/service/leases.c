@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "measure.h"
 #include "memory.h"
+#include "pool.h"
 #include "pump.h"
 #include "progress_tell.h"
 #include "reply.h"
@@ -91,8 +92,12 @@ void svc_lease_release(struct svc *svc, uint64_t holder, uint64_t request_id, ui
 	}
 	l = lease_table_find(&svc->state.leases, lease_id);
 	svc_lease_released(svc, l, LOG_LEVEL_DEBUG, "released");
-	svc_lease_destroy(svc, l);
-	svc_reply_ok(svc, holder, request_id);
+	/* Its client's own memory, kept for its next lease of that size (service/pool.c),
+	 * which answers once it is ready for that. */
+	if (!svc_pool_park(svc, l, request_id)) {
+		svc_lease_destroy(svc, l);
+		svc_reply_ok(svc, holder, request_id);
+	}
 	svc->pump(svc);
 }
 

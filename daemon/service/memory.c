@@ -10,6 +10,7 @@
 
 #include "adopt.h"
 #include "base/log.h"
+#include "pool.h"
 #include "reply.h"
 #include "size.h"
 #include "trim.h"
@@ -215,6 +216,7 @@ static void grant_done(struct job *job)
 	if (g->model_id)
 		svc->pump(svc);
 out:
+	free(job->drops);
 	free(g);
 }
 
@@ -259,7 +261,16 @@ void svc_grant_lease(struct svc *svc, struct holder *h, uint64_t request_id, uns
 	g->job.done = grant_done;
 	device_charge(d, size);
 	h->jobs++;
+	/* A warm lease: the memory this client released, exported already: no runtime call. */
+	if (svc_pool_take(svc, h->id, device, size, &g->job.alloc)) {
+		g->job.size = size;
+		g->job.alloc.size = size;
+		grant_done(&g->job);
+		return;
+	}
+	svc_pool_make_room(svc, device, &g->job);
 	if (svc->runner.submit(svc->runner.ctx, &g->job) < 0) {
+		svc_pool_release_drops(svc, &g->job);
 		device_uncharge(d, size);
 		if (fd)
 			state_fd_release(&svc->state, h);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pool.h"
 #include "version.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -183,6 +184,8 @@ enum {
 	DEV_TEMPERATURE,
 	DEV_POWER,
 	DEV_BUSY,
+	DEV_POOL,
+	DEV_POOL_WARM,
 	DEV_FAMILIES
 };
 
@@ -221,6 +224,10 @@ static const struct family device_families[DEV_FAMILIES] = {
 		   "Power drawn by the device, when its telemetry reads it.", 3},
     [DEV_BUSY] = {"rocmmemd_device_busy_ratio", "gauge",
 		  "Fraction of time the device was busy, when its telemetry reads it.", 2},
+    [DEV_POOL] = {"rocmmemd_device_pool_bytes", "gauge",
+		  "Memory of released VMM leases the daemon keeps for their clients.", 0},
+    [DEV_POOL_WARM] = {"rocmmemd_device_pool_warm_grants_total", "counter",
+		       "Leases granted from the pool, without an allocation.", 0},
 };
 
 /* Model states as status names them, in the order of the wire's ModelState. */
@@ -418,6 +425,10 @@ static void out_devices(struct out *o, const struct svc *s)
 		snprintf(labels[i], sizeof(labels[i]), "device=\"%u\",name=\"%s\"", d->index,
 			 esc[0]);
 		device_values(values[i], d, now);
+		if (svc_pool_limit(s, d) || d->pool.bytes || d->pool.dropped_bytes) {
+			values[i][DEV_POOL] = uval(d->pool.bytes);
+			values[i][DEV_POOL_WARM] = uval(d->pool.warm_grants);
+		}
 		TAILQ_FOREACH (m, &d->models, device_link)
 			per_state[i][model_state_index(m)]++;
 	}

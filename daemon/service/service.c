@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "measure.h"
 #include "memory.h"
+#include "pool.h"
 #include "pump.h"
 #include "progress_tell.h"
 #include "reply.h"
@@ -155,6 +156,7 @@ int svc_reconfigure(struct svc *svc, const struct budget_config *cfgs,
 
 void svc_finish(struct svc *svc)
 {
+	svc_pool_finish(svc);
 	state_finish(&svc->state);
 	policy_scratch_finish(&svc->scratch);
 	svc_progress_finish(svc);
@@ -234,6 +236,7 @@ void svc_holder_gone(struct svc *svc, struct holder *h, bool greeted)
 
 	state_holder_leave(&svc->state, h);
 	holder_drop(svc, h);
+	svc_pool_holder_gone(svc, h->id);
 	svc->pump(svc);
 	if (greeted) {
 		e.bytes = leased;
@@ -292,6 +295,7 @@ void svc_device_lost(struct svc *svc, unsigned device, const char *why)
 	if (!state_device_lost(&svc->state, device, why))
 		return;
 	log_error("Device %u (%s) is unusable: %s", device, svc->state.devices[device].name, why);
+	svc_pool_check(svc, device);
 	svc->pump(svc);
 }
 
@@ -304,6 +308,7 @@ void svc_meminfo(struct svc *svc, unsigned device, int err, const struct backend
 		d->runtime_total = mi->total_bytes;
 		d->runtime_free = mi->free_bytes;
 		d->meminfo_ms = svc_now(svc);
+		svc_pool_check(svc, device);
 	} else if (err == -ENODEV) {
 		svc_device_lost(svc, device, "the runtime reports the device gone");
 	}

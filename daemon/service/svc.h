@@ -127,9 +127,10 @@ struct svc {
 	/* Told each decision of policy_next before svc_pump applies it, the books as the policy
 	 * saw them; NULL in the daemon (the simulator judges them: tests/sim/decide.c). */
 	void (*decided)(struct svc *svc, const struct policy_decision *d);
-	uint64_t due_ms;	  /* what due_changed last said */
-	struct progress progress; /* waiting requests told what they wait for */
-	int32_t self_pid;	  /* the daemon's pid: its measured memory is the leases */
+	uint64_t due_ms;	     /* what due_changed last said */
+	struct progress progress;    /* waiting requests told what they wait for */
+	int32_t self_pid;	     /* the daemon's pid: its measured memory is the leases */
+	struct pool_config pool_cfg; /* the VMM chunk pool (service/pool.c); zero: none */
 };
 
 static inline uint64_t svc_now(const struct svc *svc)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "reply.h"
 #include "size.h"
 
@@ -58,6 +59,7 @@ static void trim_done(struct job *job)
 	char sz[SIZE_FORMAT_MAX];
 
 	d->trimming = false;
+	free(job->drops);
 	if (job->err && job->err != -ENOTSUP)
 		t->err = job->err;
 	t->released += job->released;
@@ -88,7 +90,10 @@ static void trim_device(struct trim_request *t, struct device *d)
 	tj->job.done = trim_done;
 	d->trimming = true;
 	t->pending++;
+	/* The pool is cached memory too, the daemon's own: a trim returns it first. */
+	svc_pool_trim(svc, d->index, &tj->job);
 	if (svc->runner.submit(svc->runner.ctx, &tj->job) < 0) {
+		svc_pool_release_drops(svc, &tj->job);
 		d->trimming = false;
 		t->pending--;
 		t->err = -EAGAIN;

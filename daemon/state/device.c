@@ -60,6 +60,7 @@ void device_init(struct device *dev, unsigned index, const struct backend_device
 	dev->headroom = info->total_bytes - budget;
 	queue_init(&dev->queue);
 	TAILQ_INIT(&dev->models);
+	pool_init(&dev->pool);
 }
 
 void device_set_budget(struct device *dev, uint64_t budget)
@@ -139,20 +140,24 @@ void device_hold_reserved(struct device *dev, uint64_t bytes)
 
 uint64_t device_external(const struct device *dev)
 {
-	uint64_t used;
+	uint64_t used, held;
 
 	if (!dev->has_meminfo || dev->runtime_free > dev->runtime_total)
 		return 0;
 	used = dev->runtime_total - dev->runtime_free;
 	/* What the runtime counts as used beyond what rocmmemd itself holds. */
-	return used > dev->leased ? used - dev->leased : 0;
+	held = dev->leased + dev->pool.bytes;
+	return used > held ? used - held : 0;
 }
 
-/* runtime_cap caps bytes by what the runtime reports free, when it has been sampled. */
+/* runtime_cap caps bytes by what the runtime reports free (plus the daemon's own pool, which a
+ * grant releases first), when it has been sampled. */
 static uint64_t runtime_cap(const struct device *dev, uint64_t bytes)
 {
-	if (dev->has_meminfo && dev->runtime_free < bytes)
-		bytes = dev->runtime_free;
+	uint64_t free = dev->runtime_free + dev->pool.bytes;
+
+	if (dev->has_meminfo && free < bytes)
+		bytes = free;
 	return bytes & ~(dev->granule - 1);
 }
 

@@ -10,6 +10,7 @@
 #include "model.h"
 #include "queue.h"
 #include "measured.h"
+#include "pool.h"
 #include "platform/telemetry/telemetry.h"
 
 struct budget_config {
@@ -55,6 +56,10 @@ struct device {
 	/* What processes really hold here (measured.h); its `undeclared` shrinks the free budget.
 	 */
 	struct device_truth truth;
+	/* Memory of released VMM leases the daemon keeps for their clients (pool.h). Free in
+	 * the budget's eyes, yet held: a grant that would take the device past its budget with
+	 * it, a trim, a waiting request or a runtime short of memory has it released first. */
+	struct device_pool pool;
 };
 
 /*
@@ -139,7 +144,8 @@ uint64_t device_oldest_wait_ms(const struct device *dev, uint64_t now_ms);
 
 /*
  * device_external returns the bytes the runtime reports in use on the device beyond what
- * rocmmemd holds (other processes' own allocations), or 0 when not sampled.
+ * rocmmemd holds (leases and its pool: other processes' own allocations), or 0 when not
+ * sampled.
  */
 uint64_t device_external(const struct device *dev);
 

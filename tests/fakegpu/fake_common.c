@@ -440,6 +440,7 @@ int fake_begin(struct fake *f, const char *name, int default_failure)
 		setup(f);
 	if (f->setup_error)
 		return f->setup_error;
+	fake_count_call(f, name);
 	return fail_check(f, name, default_failure);
 }
 

@@ -95,6 +95,15 @@ struct fake_resv {
 	size_t npinned;
 };
 
+/* Calls of each function in one process (fake_calls.c), in the state directory. */
+#define FAKE_CALL_SLOTS 128
+struct fake_calls {
+	struct {
+		char name[56];
+		uint64_t count;
+	} slot[FAKE_CALL_SLOTS];
+};
+
 struct fake {
 	/* Set by the fake. */
 	const char *kind;   /* "hip" or "cuda": state and memfd names */
@@ -125,6 +134,8 @@ struct fake {
 	struct fake_counter counter[FAKE_MAX_DEVICES];
 	struct fake_phys *phys;
 	struct fake_resv *resv;
+	struct fake_calls *calls; /* mapped on the first call in a process (fake_calls.c) */
+	pid_t calls_pid;
 };
 
 /*
@@ -134,6 +145,17 @@ struct fake {
  */
 int fake_begin(struct fake *f, const char *name, int default_failure);
 int fake_end(struct fake *f, int err);
+
+/* fake_count_call counts a call of name in this process's calls file (with a state dir and
+ * FAKEGPU_COUNT_CALLS=1). */
+void fake_count_call(struct fake *f, const char *name);
+
+/*
+ * fake_calls_read returns how often process pid called function name of the fake kind ("hip",
+ * "cuda") with state_dir as its FAKEGPU_STATE_DIR (0 when it never did). For tests: link
+ * fake_calls.c.
+ */
+uint64_t fake_calls_read(const char *state_dir, const char *kind, int pid, const char *name);
 
 /* fake_teardown gives this process's usage back on unload (a library destructor). */
 void fake_teardown(struct fake *f);

@@ -77,6 +77,11 @@ static void device_info(void)
 	FIELD(rocmmem_device_info, measurable);
 	FIELD(rocmmem_device_info, undeclared_bytes);
 	FIELD(rocmmem_device_info, outside_bytes);
+	FIELD(rocmmem_device_info, pool_bytes);
+	FIELD(rocmmem_device_info, pool_chunks);
+	FIELD(rocmmem_device_info, pool_limit_bytes);
+	FIELD(rocmmem_device_info, pool_warm_grants);
+	FIELD(rocmmem_device_info, pool_dropped_bytes);
 }
 
 static void process_info(void)

@@ -133,6 +133,8 @@ static void test_every_key(void **state)
 			      "interval = 30\n"
 			      "[devices]\n"
 			      "budget = 8G\n"
+			      "gpu_pool = 512M\n"
+			      "gpu_pool_idle = 2.5\n"
 			      "[device 2]\n"
 			      "headroom = 1G\n"
 			      "exclusive = other,vae\n",
@@ -179,6 +181,8 @@ static void test_every_key(void **state)
 	assert_string_equal(o.metrics_textfile, "/var/lib/node/r.prom");
 	assert_true(o.metrics_interval_ms == 30000);
 	assert_true(o.devices.has_budget && o.devices.budget == 8 * GiB);
+	assert_true(o.gpu_pool == 512 * MiB);
+	assert_true(o.gpu_pool_idle_ms == 2500);
 	assert_true(o.device[2].has_headroom && o.device[2].headroom == GiB);
 	assert_false(o.device[0].has_budget || o.device[0].has_headroom);
 	assert_true(o.set == ((uint64_t)1 << OPTION_COUNT) - 1); /* every setting given */
@@ -203,6 +207,12 @@ static void test_bad_files(void **state)
 	expect_error("[devices]\nbudget = 0\n", 2, "must be larger than 0");
 	expect_error("[devices]\nheadroom = lots\n", 2, "[devices] headroom = lots");
 	expect_error("[devices]\nbudget = 99999999999T\n", 2, "too large");
+	expect_error("[devices]\ngpu_pool = some\n", 2,
+		     "[devices] gpu_pool = some: expected bytes");
+	expect_error("[devices]\ngpu_pool = -1G\n", 2, "[devices] gpu_pool = -1G");
+	expect_error("[devices]\ngpu_pool = 18446744073709551615\n", 2, "too large");
+	expect_error("[devices]\ngpu_pool_idle = -1\n", 2, "[devices] gpu_pool_idle = -1");
+	expect_error("[devices]\ngpu_pool_idle = 86401\n", 2, "from 0 to 86400");
 	expect_error("[limits]\nclients = 0\n", 2, "[limits] clients = 0: a whole number");
 	expect_error("[limits]\npending = -3\n", 2, "[limits] pending = -3");
 	expect_error("[limits]\nleases = 99999999999\n", 2, "from 1 to");

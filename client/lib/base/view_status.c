@@ -138,6 +138,11 @@ static void device_from_wire(struct rocmmem_device_info *o, const Rocmmem__Wire_
 	o->measurable = d->has_measurable && d->measurable;
 	o->undeclared_bytes = o->measurable ? d->undeclared_bytes : 0;
 	o->outside_bytes = o->measurable ? d->outside_bytes : 0;
+	o->pool_bytes = d->pool_bytes;
+	o->pool_chunks = d->pool_chunks;
+	o->pool_limit_bytes = d->pool_limit_bytes;
+	o->pool_warm_grants = d->pool_warm_grants;
+	o->pool_dropped_bytes = d->pool_dropped_bytes;
 	if (d->has_runtime_total_bytes && d->has_runtime_free_bytes) {
 		o->valid |= ROCMMEM_DEVICE_HAS_RUNTIME;
 		o->runtime_total_bytes = d->runtime_total_bytes;

@@ -102,6 +102,10 @@ def device(lib, st, index):
         o["runtime_total_bytes"] = v.runtime_total_bytes
         o["runtime_free_bytes"] = v.runtime_free_bytes
         o["external_bytes"] = v.external_bytes
+    if v.pool_limit_bytes or v.pool_bytes:
+        o["pool"] = {"bytes": v.pool_bytes, "chunks": v.pool_chunks,
+                     "limit_bytes": v.pool_limit_bytes, "warm_grants": v.pool_warm_grants,
+                     "dropped_bytes": v.pool_dropped_bytes}
     if v.telemetry_source:
         o["telemetry"] = _telemetry(v)
     nproc = lib.rocmmem_status_process_count(st, v.index)

@@ -122,7 +122,11 @@ class DeviceInfo(ctypes.Structure):
                 ("awaiting_redeclare_bytes", c_uint64),
                 # 1.1: the reconciled books
                 ("measurable", c_int), ("undeclared_bytes", c_uint64),
-                ("outside_bytes", c_uint64)]
+                ("outside_bytes", c_uint64),
+                # appended after 1.1's: the VMM chunk pool
+                ("pool_bytes", c_uint64), ("pool_chunks", c_uint64),
+                ("pool_limit_bytes", c_uint64), ("pool_warm_grants", c_uint64),
+                ("pool_dropped_bytes", c_uint64)]
 
 
 class AwaitingInfo(ctypes.Structure):

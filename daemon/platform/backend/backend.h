@@ -107,6 +107,15 @@ struct backend_ops {
 	 */
 	int (*adopt)(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
 		     size_t why_len);
+	/*
+	 * reexport exports an allocation's memory as fds again (a->fds, transient), so that the
+	 * memory of a released lease can be granted once more to the client that had it (the
+	 * chunk pool, daemon/service/pool.c) with no allocation. Returns 0, or a negative errno
+	 * with no fd open and the reason in why. NULL: the backend cannot (host memory, dma-buf,
+	 * IPC).
+	 */
+	int (*reexport)(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+			size_t why_len);
 };
 
 struct backend {

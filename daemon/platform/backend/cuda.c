@@ -321,6 +321,22 @@ static int cuda_adopt(struct backend *b, unsigned index, struct backend_alloc *a
 	return vmm_adopt(&rt, x.d->info.granule, a, why, why_len);
 }
 
+static int cuda_reexport(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+			 size_t why_len)
+{
+	struct cuda_backend *c = (struct cuda_backend *)b;
+	struct cuda_vmm x = {c, NULL};
+	struct vmm_runtime rt = cuda_vmm_runtime(&x);
+	cuapi_result_t err;
+
+	if (index >= c->ndevices || a->handle_kind != BACKEND_HANDLE_VMM_FD)
+		return -EOPNOTSUPP;
+	x.d = &c->devices[index];
+	if ((err = current(c, x.d)) != CUAPI_SUCCESS)
+		return fail(c, "cuCtxSetCurrent", err, why, why_len);
+	return vmm_reexport(&rt, a, why, why_len);
+}
+
 static int cuda_meminfo(struct backend *b, unsigned index, struct backend_meminfo *out)
 {
 	struct cuda_backend *c = (struct cuda_backend *)b;
@@ -369,4 +385,5 @@ const struct backend_ops backend_cuda_ops = {
     .trim = cuda_trim,
     .meminfo = cuda_meminfo,
     .adopt = cuda_adopt,
+    .reexport = cuda_reexport,
 };

@@ -328,9 +328,7 @@ static int hip_vmm_create(void *ctx, uint64_t size, uint64_t *handle)
 
 static void hip_vmm_release(void *ctx, uint64_t handle)
 {
-	struct hip_vmm *x = ctx;
-
-	x->h->api.hipMemRelease((hipapi_mem_handle_t)(uintptr_t)handle);
+	((struct hip_vmm *)ctx)->h->api.hipMemRelease((hipapi_mem_handle_t)(uintptr_t)handle);
 }
 
 static int hip_vmm_export(void *ctx, uint64_t handle, int *fd)
@@ -368,16 +366,12 @@ static int hip_vmm_check_size(void *ctx, uint64_t handle, uint64_t size)
 
 static void hip_vmm_trim(void *ctx)
 {
-	struct hip_vmm *x = ctx;
-
-	trim_device(x->h, x->d->ordinal);
+	trim_device(((struct hip_vmm *)ctx)->h, ((struct hip_vmm *)ctx)->d->ordinal);
 }
 
 static int hip_vmm_fail(void *ctx, const char *call, int err, char *why, size_t len)
 {
-	struct hip_vmm *x = ctx;
-
-	return fail(x->h, call, err, why, len);
+	return fail(((struct hip_vmm *)ctx)->h, call, err, why, len);
 }
 
 static struct vmm_runtime hip_vmm_runtime(struct hip_vmm *x)
@@ -534,6 +528,21 @@ static int hip_adopt(struct backend *b, unsigned index, struct backend_alloc *a,
 	return vmm_adopt(&rt, x.d->info.granule, a, why, why_len);
 }
 
+static int hip_reexport(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
+			size_t why_len)
+{
+	struct hip_backend *h = (struct hip_backend *)b;
+	struct hip_vmm x = {h, index < h->ndevices ? &h->devices[index] : NULL};
+	struct vmm_runtime rt = hip_vmm_runtime(&x);
+	hipapi_error_t err;
+
+	if (!x.d || a->handle_kind != BACKEND_HANDLE_VMM_FD)
+		return -EOPNOTSUPP;
+	if ((err = h->api.hipSetDevice(x.d->ordinal)) != HIPAPI_SUCCESS)
+		return fail(h, "hipSetDevice", err, why, why_len);
+	return vmm_reexport(&rt, a, why, why_len);
+}
+
 static int hip_meminfo(struct backend *b, unsigned index, struct backend_meminfo *out)
 {
 	struct hip_backend *h = (struct hip_backend *)b;
@@ -583,4 +592,5 @@ const struct backend_ops backend_hip_ops = {
     .trim = hip_trim,
     .meminfo = hip_meminfo,
     .adopt = hip_adopt,
+    .reexport = hip_reexport,
 };

@@ -29,6 +29,27 @@ static int create_all(const struct vmm_runtime *rt, unsigned n, const uint64_t *
 	return 0;
 }
 
+/* export_all exports each chunk of v as an fd into out, all or none (then none is open). */
+static int export_all(const struct vmm_runtime *rt, const struct vmm_chunks *v,
+		      struct backend_alloc *out, char *why, size_t why_len)
+{
+	for (unsigned i = 0; i < v->n; i++) {
+		int fd = -1;
+		int err = rt->export_fd(rt->ctx, v->handles[i], &fd);
+
+		if (err || fd < 0) {
+			backend_alloc_close_fds(out);
+			if (!err) {
+				snprintf(why, why_len, "%s gave no fd", rt->export_name);
+				return -EIO;
+			}
+			return rt->fail(rt->ctx, rt->export_name, err, why, why_len);
+		}
+		out->fds[out->nfds++] = fd;
+	}
+	return 0;
+}
+
 int vmm_alloc(const struct vmm_runtime *rt, uint64_t size, uint64_t granule,
 	      struct backend_alloc *out, char *why, size_t why_len)
 {
@@ -61,22 +82,12 @@ int vmm_alloc(const struct vmm_runtime *rt, uint64_t size, uint64_t granule,
 		free(v);
 		return rt->fail(rt->ctx, rt->create_name, err, why, why_len);
 	}
-	for (unsigned i = 0; i < v->n; i++) {
-		int fd = -1;
-
-		err = rt->export_fd(rt->ctx, v->handles[i], &fd);
-		if (err || fd < 0) {
-			backend_alloc_close_fds(out);
-			for (unsigned j = 0; j < v->n; j++)
-				rt->release(rt->ctx, v->handles[j]);
-			free(v);
-			if (!err) {
-				snprintf(why, why_len, "%s gave no fd", rt->export_name);
-				return -EIO;
-			}
-			return rt->fail(rt->ctx, rt->export_name, err, why, why_len);
-		}
-		out->fds[out->nfds++] = fd;
+	err = export_all(rt, v, out, why, why_len);
+	if (err) {
+		for (unsigned j = 0; j < v->n; j++)
+			rt->release(rt->ctx, v->handles[j]);
+		free(v);
+		return err;
 	}
 	out->handle_kind = BACKEND_HANDLE_VMM_FD;
 	out->nchunks = v->n;
@@ -162,4 +173,17 @@ void vmm_release(const struct vmm_runtime *rt, struct backend_alloc *a)
 		rt->release(rt->ctx, v->handles[i]);
 	free(v);
 	a->priv = NULL;
+}
+
+int vmm_reexport(const struct vmm_runtime *rt, struct backend_alloc *a, char *why, size_t why_len)
+{
+	const struct vmm_chunks *v = a->priv;
+
+	backend_alloc_close_fds(a);
+	if (!v || v->n != a->nchunks) {
+		snprintf(why, why_len, "not an allocation of VMM chunks");
+		return -EINVAL;
+	}
+	a->transient_fds = true;
+	return export_all(rt, v, a, why, why_len);
 }

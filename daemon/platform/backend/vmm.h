@@ -48,6 +48,13 @@ int vmm_alloc(const struct vmm_runtime *rt, uint64_t size, uint64_t granule,
 int vmm_adopt(const struct vmm_runtime *rt, uint64_t granule, struct backend_alloc *a, char *why,
 	      size_t why_len);
 
+/*
+ * vmm_reexport exports the chunks of an allocation made by vmm_alloc or vmm_adopt as fds
+ * again (a->fds, transient), for a grant of the same memory to the same client (the pool:
+ * daemon/service/pool.c). Returns 0, or a negative errno with no fd open and the reason in why.
+ */
+int vmm_reexport(const struct vmm_runtime *rt, struct backend_alloc *a, char *why, size_t why_len);
+
 /* vmm_release releases the chunks of an allocation made by vmm_alloc or vmm_adopt. */
 void vmm_release(const struct vmm_runtime *rt, struct backend_alloc *a);
 
