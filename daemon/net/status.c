@@ -35,7 +35,8 @@ static struct {
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientBooks books[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientBooks *book_ptrs[STATUS_PART_ITEMS];
-	size_t nbooks; /* of books, taken by the clients of this part */
+	size_t nbooks; /* of books, taken by the clients of this part (with the items, well
+			* under WIRE_MAX_FRAME: a book packs to about 35 bytes) */
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo *lease_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ModelInfo models[STATUS_PART_ITEMS];
@@ -259,8 +260,10 @@ static void send_part(struct client *c, bool first)
 	st.models = part.model_ptrs;
 	st.queue = part.queue_ptrs;
 	part.nbooks = 0;
-	/* Room for a client's books on every device, so that none is ever cut short. */
-	while (items + part.nbooks + BACKEND_MAX_DEVICES < STATUS_PART_ITEMS &&
+	/* Books have a pool of their own, as large: a part ends early only when it could not take
+	 * a client's books on every device (never with one device), so none is cut short. */
+	while (items < STATUS_PART_ITEMS &&
+	       part.nbooks + s->svc.state.ndevices <= STATUS_PART_ITEMS &&
 	       cur->stage != STATUS_IDLE) {
 		if (add_item(cur, s, &st, &prev, now))
 			items++;
