@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <json-c/json.h>
@@ -276,10 +277,86 @@ static void vram_set(rocmmem_client *c, struct feed_seen *s, uint64_t bytes)
 	pump_until(c, &s->measured, bytes, "the measured bytes in the samples");
 }
 
+/* ctl_path is the rocmmemctl to run: $ROCMMEMCTL (a copied build), else the one built. */
+static const char *ctl_path(void)
+{
+	return getenv("ROCMMEMCTL") ? getenv("ROCMMEMCTL") : ROCMMEMCTL_BUILT;
+}
+
+/* A rocmmemctl --json watch running beside the test, and what it printed so far. */
+struct watch_proc {
+	pid_t pid;
+	int fd;
+	size_t used;
+	char buf[1 << 20];
+};
+
+static struct watch_proc watcher;
+
+/* watch_start runs rocmmemctl --json watch on d, its output into w. */
+static void watch_start(struct watch_proc *w, const struct daemon_proc *d)
+{
+	int fds[2];
+
+	assert_int_equal(pipe(fds), 0);
+	w->used = 0;
+	w->pid = fork();
+	assert_true(w->pid >= 0);
+	if (w->pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		execl(ctl_path(), "rocmmemctl", "--socket", d->sock, "--json", "watch", "-i", "0.1",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	w->fd = fds[0];
+}
+
+/* count counts the occurrences of want in what w printed. */
+static unsigned count(const struct watch_proc *w, const char *want)
+{
+	unsigned n = 0;
+
+	for (const char *at = w->buf; (at = strstr(at, want)) != NULL; at++)
+		n++;
+	return n;
+}
+
+/* watch_until reads w's output until want appears in it; fails at the deadline. */
+static void watch_until(struct watch_proc *w, const char *want)
+{
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
+
+	w->buf[w->used] = '\0';
+	while (!count(w, want) && harness_now_ms() < end && w->used < sizeof(w->buf) - 1) {
+		struct pollfd p = {.fd = w->fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		n = read(w->fd, w->buf + w->used, sizeof(w->buf) - 1 - w->used);
+		if (n <= 0)
+			break;
+		w->used += (size_t)n;
+		w->buf[w->used] = '\0';
+	}
+	if (!count(w, want))
+		fail_msg("rocmmemctl watch never showed '%s':\n%s", want, w->buf);
+}
+
+static void watch_stop(struct watch_proc *w)
+{
+	kill(w->pid, SIGTERM);
+	waitpid(w->pid, NULL, 0);
+	close(w->fd);
+}
+
 /* ctl_status_json runs rocmmemctl --json status and returns the ComfyUI client's object. */
 static json_object *ctl_status_json(const struct daemon_proc *d)
 {
-	const char *ctl = getenv("ROCMMEMCTL") ? getenv("ROCMMEMCTL") : ROCMMEMCTL_BUILT;
+	const char *ctl = ctl_path();
 	char cmd[512], out[65536];
 	json_object *doc, *clients;
 	size_t n;
@@ -385,6 +462,7 @@ static void test_client_books_and_event(void **state)
 	struct daemon_proc d;
 	rocmmem_client *comfy;
 	uint64_t later;
+	char want[64], *line;
 
 	(void)state;
 	start(&d, "hip");
@@ -394,8 +472,22 @@ static void test_client_books_and_event(void **state)
 			     comfy, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 50, NULL),
 			 0);
 	assert_int_equal(rocmmem_model_acquire(comfy, reg(comfy, "sdxl", GiB), 0), 0);
+	/* rocmmemctl watch shows the event too (its first sample says it is subscribed). */
+	watch_start(&watcher, &d);
+	watch_until(&watcher, "{\"type\":\"sample\"");
 	vram_set(comfy, &seen, 3 * GiB);
 	pump_until(comfy, &seen.events, 1, "undeclared_use events");
+	watch_until(&watcher, "\"event\":\"undeclared_use\"");
+	watch_stop(&watcher);
+	assert_int_equal(count(&watcher, "\"event\":\"undeclared_use\""), 1);
+	/* Its line: the client, what it holds and what it declared. */
+	line = strstr(watcher.buf, "\"undeclared_use\"");
+	*strchrnul(line, '\n') = '\0';
+	snprintf(want, sizeof(want), "\"bytes\":%llu,", (unsigned long long)(3 * GiB));
+	assert_non_null(strstr(line, want));
+	snprintf(want, sizeof(want), "\"declared_bytes\":%llu}", (unsigned long long)GiB);
+	assert_non_null(strstr(line, want));
+	assert_non_null(strstr(line, "\"client_name\":\"ComfyUI\""));
 	assert_string_equal(seen.name, "ComfyUI");
 	assert_int_equal(seen.last.pid, getpid());
 	assert_true(seen.last.has_device);
