@@ -101,9 +101,12 @@ bool policy_truth_charge(const struct state *s, const struct device *d, const st
 bool policy_truth_books(const struct state *s, const struct device *d, const struct holder *h,
 			struct policy_charge *c)
 {
-	const struct truth_proc *p =
-	    truth_find((struct device_truth *)&d->truth, (int32_t)h->who.pid);
+	const struct truth_proc *p = NULL;
 	struct policy_charge found;
+
+	for (unsigned i = 0; i < d->truth.nprocs && !p; i++)
+		if (d->truth.procs[i].pid == (int32_t)h->who.pid)
+			p = &d->truth.procs[i];
 
 	memset(c, 0, sizeof(*c));
 	c->holder = h;
