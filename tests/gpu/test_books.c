@@ -450,6 +450,20 @@ static void check_metrics(rocmmem_client *c, unsigned crossings)
 	free(text);
 }
 
+/* log_count counts the daemon's log lines that contain text. */
+static unsigned log_count(const struct daemon_proc *d, const char *text)
+{
+	char line[4096];
+	unsigned n = 0;
+	FILE *f = fopen(d->log, "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
 /*
  * A client that declares 1 GiB while its process holds 3 GiB: status, rocmmemctl --json and the
  * metrics show 1 GiB declared, 3 GiB measured, 2 GiB undeclared; the feed tells undeclared_use
@@ -507,6 +521,10 @@ static void test_client_books_and_event(void **state)
 	vram_set(comfy, &seen, 3 * GiB);
 	pump_until(comfy, &seen.events, 2, "undeclared_use events");
 	check_metrics(comfy, 2);
+	/* The warning line, once per crossing as the event. */
+	snprintf(want, sizeof(want), "ComfyUI (pid %d) holds 3 GiB on device 0 but declared",
+		 (int)getpid());
+	assert_int_equal(log_count(&d, want), 2);
 	rocmmem_disconnect(comfy);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
