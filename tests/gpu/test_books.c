@@ -529,6 +529,65 @@ static void test_client_books_and_event(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* promtool_ok: Prometheus' own checker accepts text (skipped, saying so, where not installed). */
+static void promtool_ok(const char *text)
+{
+	char path[] = "/tmp/rocmmem-books-prom-XXXXXX", cmd[128], out[4096];
+	int fd = mkstemp(path);
+	size_t n;
+	FILE *p;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	if (system("command -v promtool >/dev/null 2>&1") != 0) {
+		unlink(path);
+		print_message("promtool is not installed (Debian's prometheus): not run\n");
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	if (pclose(p) != 0 || n)
+		fail_msg("promtool check metrics: %s\n--- text ---\n%s", out, text);
+	unlink(path);
+}
+
+/* A client named to break the exposition text: its series are escaped, and promtool agrees. */
+static void test_hostile_name_in_metrics(void **state)
+{
+	static const char name[] = "a\"b\\c\"} 1 x{y=\"z\",\xc3\xa9";
+	struct daemon_proc d;
+	rocmmem_client *c;
+	char *text = NULL, want[200], vtext[64];
+	long end;
+
+	(void)state;
+	start(&d, "hip");
+	c = harness_connect(&d, name);
+	assert_int_equal(rocmmem_model_acquire(c, reg(c, "m", GiB), 0), 0);
+	snprintf(vtext, sizeof(vtext), "%llu\n", (unsigned long long)(3 * GiB));
+	vram(getpid(), vtext);
+	snprintf(want, sizeof(want),
+		 "rocmmemd_client_undeclared_bytes{device=\"0\",name=\"a\\\"b\\\\c\\\"} 1 "
+		 "x{y=\\\"z\\\",\xc3\xa9\",pid=\"%d\"} %llu\n",
+		 (int)getpid(), (unsigned long long)(2 * GiB));
+	for (end = harness_now_ms() + HARNESS_WAIT_MS; harness_now_ms() < end; usleep(20000)) {
+		free(text);
+		assert_int_equal(rocmmem_metrics(c, &text), 0);
+		if (strstr(text, want))
+			break;
+	}
+	if (!strstr(text, want))
+		fail_msg("the metrics lack '%s':\n%s", want, text);
+	promtool_ok(text);
+	free(text);
+	rocmmem_disconnect(c);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* On host memory nothing measures per-process device memory: status says so, with no figures,
  * and a process KFD would list changes nothing. */
 static void test_host_cannot_measure(void **state)
@@ -579,6 +638,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_readings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_host_cannot_measure, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_client_books_and_event, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hostile_name_in_metrics, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
