@@ -29,7 +29,7 @@ static struct {
 	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__ClientInfo clients[FEED_SAMPLE_CLIENTS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[FEED_SAMPLE_CLIENTS];
-	/* The clients' books: a client is listed only while room for all of its are left. */
+	/* The clients' books: a client is listed only while its books on every device fit. */
 	Rocmmem__Wire__ClientBooks books[FEED_SAMPLE_CLIENTS * 4];
 	Rocmmem__Wire__ClientBooks *book_ptrs[FEED_SAMPLE_CLIENTS * 4];
 	Rocmmem__Wire__ModelInfo models[FEED_SAMPLE_MODELS];

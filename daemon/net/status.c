@@ -195,7 +195,7 @@ static bool add_item(struct status_cursor *cur, const struct server *s,
 			return false;
 		}
 		report_holder(&part.clients[st->n_clients], next->holder, now);
-		/* A client's books count as items of the part (report_books says how many). */
+		/* Its books from the part's pool (send_part leaves room for them). */
 		part.nbooks += report_books(&part.clients[st->n_clients], a, next->holder,
 					    part.books + part.nbooks, part.book_ptrs + part.nbooks,
 					    STATUS_PART_ITEMS - part.nbooks);
