@@ -165,6 +165,36 @@ json_object *ctl_device_json(const rocmmem_status *st, size_t index)
 	return o;
 }
 
+/* books_json adds a client's reconciled books, summed and per device: no numbers measured where
+ * nothing is measured. */
+static void books_json(json_object *o, const struct rocmmem_client_info *v)
+{
+	json_object *books = json_object_new_array();
+
+	ctl_json_u64(o, "declared_bytes", v->declared_bytes);
+	ctl_json_bool(o, "measurable", v->measurable);
+	if (v->measurable) {
+		ctl_json_u64(o, "measured_bytes", v->measured_bytes);
+		ctl_json_u64(o, "undeclared_bytes", v->undeclared_bytes);
+	} else {
+		ctl_json_str(o, "measured", "cannot measure: no per-process device memory here");
+	}
+	for (size_t i = 0; i < v->nbooks; i++) {
+		const struct rocmmem_client_books *b = &v->books[i];
+		json_object *bo = json_object_new_object();
+
+		ctl_json_u64(bo, "device", b->device);
+		ctl_json_u64(bo, "declared_bytes", b->declared_bytes);
+		ctl_json_bool(bo, "measurable", b->measurable);
+		if (b->measurable) {
+			ctl_json_u64(bo, "measured_bytes", b->measured_bytes);
+			ctl_json_u64(bo, "undeclared_bytes", b->undeclared_bytes);
+		}
+		json_object_array_add(books, bo);
+	}
+	json_object_object_add(o, "books", books);
+}
+
 json_object *ctl_client_json(const struct rocmmem_client_info *v)
 {
 	json_object *o = json_object_new_object();
@@ -181,6 +211,7 @@ json_object *ctl_client_json(const struct rocmmem_client_info *v)
 	ctl_json_u64(o, "reserved_bytes", v->reserved_bytes);
 	ctl_json_u64(o, "waiting", v->waiting);
 	ctl_json_bool(o, "pidfd", v->pidfd);
+	books_json(o, v);
 	return o;
 }
 
@@ -420,6 +451,7 @@ json_object *ctl_event_json(const struct rocmmem_telemetry_event *e)
 	ctl_json_u64(o, "waited_ms", e->waited_ms);
 	ctl_json_str(o, "detail", e->detail);
 	ctl_json_u64(o, "dropped", e->dropped);
+	ctl_json_u64(o, "declared_bytes", e->declared_bytes);
 	return o;
 }
 

@@ -67,7 +67,10 @@ enum {
 	CL_CONNECTED,
 	CL_GID,
 	CL_WAITING,
-	CL_ID
+	CL_ID,
+	CL_DECLARED,
+	CL_MEASURED,
+	CL_UNDECLARED
 };
 static const struct ctl_column client_columns[] = {
     [CL_PID] = {"PID", 0, "the client's process"},
@@ -81,6 +84,9 @@ static const struct ctl_column client_columns[] = {
     [CL_GID] = {"GID", CTL_COL_EXTRA, "its group"},
     [CL_WAITING] = {"WAITING", CTL_COL_RIGHT | CTL_COL_EXTRA, "its requests waiting for memory"},
     [CL_ID] = {"ID", CTL_COL_EXTRA, "the daemon's id of the connection"},
+    [CL_DECLARED] = {"DECLARED", CTL_COL_RIGHT, "what its process declared (leased, reserved)"},
+    [CL_MEASURED] = {"MEASURED", CTL_COL_RIGHT, "what its process holds on the devices"},
+    [CL_UNDECLARED] = {"UNDECLARED", CTL_COL_RIGHT, "held past declared and tolerance: charged"},
 };
 
 enum { LS_ID, LS_PID, LS_DEVICE, LS_SIZE, LS_AGE, LS_TAG, LS_MODEL };
@@ -192,6 +198,15 @@ static void client_rows(const struct ctl *ctl, struct ctl_table *t, const rocmme
 		ctl_table_set(t, CL_GID, "%u", v->gid);
 		ctl_table_set(t, CL_WAITING, "%u", v->waiting);
 		ctl_table_set(t, CL_ID, "%llu", (unsigned long long)v->client_id);
+		ctl_table_set(t, CL_DECLARED, "%s", ctl_size(ctl, v->declared_bytes, a, sizeof(a)));
+		if (!v->measurable) {
+			ctl_table_set(t, CL_MEASURED, "cannot measure");
+			ctl_table_set(t, CL_UNDECLARED, "-");
+			continue;
+		}
+		ctl_table_set(t, CL_MEASURED, "%s", ctl_size(ctl, v->measured_bytes, a, sizeof(a)));
+		ctl_table_set(t, CL_UNDECLARED, "%s",
+			      ctl_size(ctl, v->undeclared_bytes, a, sizeof(a)));
 	}
 }
 

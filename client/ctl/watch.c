@@ -152,21 +152,29 @@ static int name_width(const struct watch *w)
 static void print_clients(const struct watch *w, FILE *f, const rocmmem_status *st,
 			  const struct rocmmem_sample_info *info)
 {
-	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX];
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], m[SIZE_FORMAT_MAX], u[SIZE_FORMAT_MAX];
 	int width = name_width(w);
 
-	fprintf(f, "%-8s %-*s %6s %10s %10s %6s %7s\n", "PID", width, "CLIENT", "LEASES", "LEASED",
-		"RESERVED", "MODELS", "WAITING");
+	fprintf(f, "%-8s %-*s %6s %10s %10s %6s %7s %10s %10s\n", "PID", width, "CLIENT", "LEASES",
+		"LEASED", "RESERVED", "MODELS", "WAITING", "MEASURED", "UNDECLARED");
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
 		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
 
 		if (ctl_is_self(v))
 			continue;
+		/* Nothing measured on host memory: a dash, as status says "cannot measure". */
+		if (v->measurable) {
+			size_format(v->measured_bytes, m, sizeof(m));
+			size_format(v->undeclared_bytes, u, sizeof(u));
+		} else {
+			snprintf(m, sizeof(m), "-");
+			snprintf(u, sizeof(u), "-");
+		}
 		/* A name longer than its column pushes the row (the terminal cuts the end). */
-		fprintf(f, "%-8d %-*s %6u %10s %10s %6u %7u\n", (int)v->pid, width,
+		fprintf(f, "%-8d %-*s %6u %10s %10s %6u %7u %10s %10s\n", (int)v->pid, width,
 			v->name[0] ? v->name : "-", v->leases,
 			size_format(v->leased_bytes, a, sizeof(a)),
-			size_format(v->reserved_bytes, b, sizeof(b)), v->models, v->waiting);
+			size_format(v->reserved_bytes, b, sizeof(b)), v->models, v->waiting, m, u);
 	}
 	if (info->clients_omitted)
 		fprintf(f, "... and %u smaller client(s)\n", info->clients_omitted);

@@ -502,6 +502,20 @@ struct rocmmem_process_info {
 #define ROCMMEM_DEVICE_HAS_POWER (1u << 4)
 #define ROCMMEM_DEVICE_HAS_BUSY (1u << 5)
 
+/*
+ * A client process's books on one device (since 1.1): what every connection of its pid
+ * declared (leases and reservations) against what the device's telemetry measures the process
+ * to hold (KFD on AMD, NVML on NVIDIA). Where measurable is 0 (host memory) nothing is measured:
+ * measured_bytes and undeclared_bytes are 0 and mean nothing.
+ */
+struct rocmmem_client_books {
+	rocmmem_device_index device;
+	int measurable;
+	uint64_t declared_bytes;
+	uint64_t measured_bytes;   /* smoothed over a few samples (docs/backends.md) */
+	uint64_t undeclared_bytes; /* charged beyond declared_bytes: measured past the tolerance */
+};
+
 struct rocmmem_client_info {
 	int32_t pid;
 	uint32_t uid;
@@ -515,6 +529,17 @@ struct rocmmem_client_info {
 	uint64_t reserved_bytes; /* its models' reservations */
 	uint32_t waiting;	 /* its requests waiting for memory */
 	int pidfd;		 /* the daemon holds a pidfd of the process (docs/security.md) */
+	/* Added in 1.1 (the struct grows at its end only). The reconciled books of its process,
+	 * per device where it declared or holds anything (nbooks entries, owned by the status),
+	 * and summed over them. measurable: non-zero when the daemon measures every device of
+	 * its books (or, without books, any device); 0 on host memory, where measured_bytes and
+	 * undeclared_bytes mean nothing. */
+	const struct rocmmem_client_books *books;
+	size_t nbooks;
+	int measurable;
+	uint64_t declared_bytes;
+	uint64_t measured_bytes;
+	uint64_t undeclared_bytes;
 };
 
 struct rocmmem_lease_info {
@@ -1070,6 +1095,9 @@ enum rocmmem_telemetry_type {
 	ROCMMEM_TELEMETRY_CLIENT_CONNECTED = 8,
 	ROCMMEM_TELEMETRY_CLIENT_DISCONNECTED = 9,
 	ROCMMEM_TELEMETRY_MODEL_LOADED = 10, /* a model became resident */
+	/* A client's measured use crossed what it declared plus the tolerance (since 1.1):
+	 * bytes is what it holds, declared_bytes what it declared. */
+	ROCMMEM_TELEMETRY_UNDECLARED_USE = 11,
 };
 
 /* One telemetry event (owned like the rocmmem_event that carries it). Unset numbers are 0. */
@@ -1084,11 +1112,12 @@ struct rocmmem_telemetry_event {
 	uint64_t bytes;
 	uint64_t lease_id;
 	uint64_t model_id;
-	const char *model_name; /* "" when none */
-	int error;		/* a denial's negative errno (-ENOMEM, -ETIMEDOUT, -E2BIG, ...) */
-	uint64_t waited_ms;	/* time the request spent in the queue */
-	const char *detail;	/* the daemon's own words, as it logged them; never NULL */
-	uint32_t dropped;	/* events lost for this client just before this one */
+	const char *model_name;	 /* "" when none */
+	int error;		 /* a denial's negative errno (-ENOMEM, -ETIMEDOUT, -E2BIG, ...) */
+	uint64_t waited_ms;	 /* time the request spent in the queue */
+	const char *detail;	 /* the daemon's own words, as it logged them; never NULL */
+	uint32_t dropped;	 /* events lost for this client just before this one */
+	uint64_t declared_bytes; /* since 1.1: UNDECLARED_USE's declaration; else 0 */
 };
 
 /* rocmmem_telemetry_name returns a kind's stable name ("lease_granted", ...; "unknown"). */

@@ -220,6 +220,9 @@ _Static_assert((int)BUS_CLIENT_DISCONNECTED ==
 _Static_assert((int)BUS_MODEL_LOADED ==
 		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_MODEL_LOADED,
 	       "event types");
+_Static_assert((int)BUS_UNDECLARED ==
+		   (int)ROCMMEM__WIRE__TELEMETRY_EVENT_TYPE__EVENT_UNDECLARED_USE,
+	       "event types");
 
 /* publish numbers e (with its sentence) and sends it to every event subscriber soon. */
 static void publish(void *ctx, const struct bus_event *e, const char *detail, uint64_t mono_ms,
@@ -257,6 +260,8 @@ static void publish(void *ctx, const struct bus_event *e, const char *detail, ui
 	ev.model_name = (char *)e->model_name;
 	ev.has_waited_ms = e->waited_ms != 0;
 	ev.waited_ms = e->waited_ms;
+	ev.has_declared_bytes = e->type == BUS_UNDECLARED;
+	ev.declared_bytes = e->declared;
 	ev.has_error = e->error != 0;
 	ev.error = e->error;
 	/* Everything but the detail packs into a few hundred bytes; the detail gets the rest. */

@@ -29,6 +29,9 @@ static struct {
 	Rocmmem__Wire__DeviceInfo *device_ptrs[BACKEND_MAX_DEVICES];
 	Rocmmem__Wire__ClientInfo clients[FEED_SAMPLE_CLIENTS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[FEED_SAMPLE_CLIENTS];
+	/* The clients' books: a client is listed only while its books on every device fit. */
+	Rocmmem__Wire__ClientBooks books[FEED_SAMPLE_CLIENTS * 4];
+	Rocmmem__Wire__ClientBooks *book_ptrs[FEED_SAMPLE_CLIENTS * 4];
 	Rocmmem__Wire__ModelInfo models[FEED_SAMPLE_MODELS];
 	Rocmmem__Wire__ModelInfo *model_ptrs[FEED_SAMPLE_MODELS];
 	Rocmmem__Wire__Counters counters;
@@ -120,8 +123,12 @@ static int pack_sample(struct feed *f, const struct ranked *clients, size_t ncli
 	}
 	st.n_devices = a->state.ndevices;
 	st.devices = scratch.device_ptrs;
-	for (size_t i = 0; i < nclients && i < max_clients; i++) {
+	for (size_t i = 0, nb = 0;
+	     i < nclients && i < max_clients && nb + BACKEND_MAX_DEVICES <= FEED_SAMPLE_CLIENTS * 4;
+	     i++) {
 		report_holder(&scratch.clients[i], clients[i].item, now);
+		nb += report_books(&scratch.clients[i], a, clients[i].item, scratch.books + nb,
+				   scratch.book_ptrs + nb, FEED_SAMPLE_CLIENTS * 4 - nb);
 		scratch.client_ptrs[i] = &scratch.clients[i];
 		st.n_clients++;
 	}

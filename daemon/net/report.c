@@ -10,6 +10,7 @@
 
 #include "client.h"
 #include "platform/backend/registry.h"
+#include "policy/reconcile.h"
 #include "server.h"
 #include "service/pool.h"
 #include "version.h"
@@ -241,6 +242,34 @@ void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_
 	o->waiting = c->waiter_count;
 	o->has_pidfd = true;
 	o->pidfd = c->who.pidfd;
+}
+
+size_t report_books(Rocmmem__Wire__ClientInfo *o, const struct svc *a, const struct holder *h,
+		    Rocmmem__Wire__ClientBooks *pool, Rocmmem__Wire__ClientBooks **ptrs,
+		    size_t room)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < a->state.ndevices && n < room; i++) {
+		Rocmmem__Wire__ClientBooks *b = &pool[n];
+		struct policy_charge c;
+		bool measurable = policy_truth_books(&a->state, &a->state.devices[i], h, &c);
+
+		if (!c.declared && !c.measured)
+			continue;
+		rocmmem__wire__client_books__init(b);
+		b->has_device = b->has_measurable = b->has_declared_bytes = true;
+		b->device = i;
+		b->measurable = measurable;
+		b->declared_bytes = c.declared;
+		b->has_measured_bytes = b->has_undeclared_bytes = measurable;
+		b->measured_bytes = c.measured;
+		b->undeclared_bytes = c.undeclared;
+		ptrs[n++] = b;
+	}
+	o->n_books = n;
+	o->books = ptrs;
+	return n;
 }
 
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now)

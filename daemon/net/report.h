@@ -33,6 +33,14 @@ void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s);
 void report_device(struct report_device *o, const struct server *s, const struct device *d,
 		   uint64_t now_ms);
 void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *h, uint64_t now_ms);
+/*
+ * report_books adds to o the books of h's process on each device where it declared or holds
+ * anything, taking entries from pool (room of them; what does not fit is left out). Returns
+ * the entries taken.
+ */
+size_t report_books(Rocmmem__Wire__ClientInfo *o, const struct svc *a, const struct holder *h,
+		    Rocmmem__Wire__ClientBooks *pool, Rocmmem__Wire__ClientBooks **ptrs,
+		    size_t room);
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now_ms);
 void report_counters(Rocmmem__Wire__Counters *o, const struct counters *k);
 

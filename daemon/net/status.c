@@ -33,6 +33,10 @@ static struct {
 	Rocmmem__Wire__AwaitingRedeclare *awaiting_ptrs[STATUS_AWAITING_MAX];
 	Rocmmem__Wire__ClientInfo clients[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ClientInfo *client_ptrs[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ClientBooks books[STATUS_PART_ITEMS];
+	Rocmmem__Wire__ClientBooks *book_ptrs[STATUS_PART_ITEMS];
+	size_t nbooks; /* of books, taken by the clients of this part (with the items, well
+			* under WIRE_MAX_FRAME: a book packs to about 35 bytes) */
 	Rocmmem__Wire__LeaseInfo leases[STATUS_PART_ITEMS];
 	Rocmmem__Wire__LeaseInfo *lease_ptrs[STATUS_PART_ITEMS];
 	Rocmmem__Wire__ModelInfo models[STATUS_PART_ITEMS];
@@ -191,6 +195,10 @@ static bool add_item(struct status_cursor *cur, const struct server *s,
 			return false;
 		}
 		report_holder(&part.clients[st->n_clients], next->holder, now);
+		/* Its books from the part's pool (send_part leaves room for them). */
+		part.nbooks += report_books(&part.clients[st->n_clients], a, next->holder,
+					    part.books + part.nbooks, part.book_ptrs + part.nbooks,
+					    STATUS_PART_ITEMS - part.nbooks);
 		part.client_ptrs[st->n_clients] = &part.clients[st->n_clients];
 		st->n_clients++;
 		cur->after = next->id;
@@ -251,7 +259,12 @@ static void send_part(struct client *c, bool first)
 	st.leases = part.lease_ptrs;
 	st.models = part.model_ptrs;
 	st.queue = part.queue_ptrs;
-	while (items < STATUS_PART_ITEMS && cur->stage != STATUS_IDLE) {
+	part.nbooks = 0;
+	/* Books have a pool of their own, as large: a part ends early only when it could not take
+	 * a client's books on every device (never with one device), so none is cut short. */
+	while (items < STATUS_PART_ITEMS &&
+	       part.nbooks + s->svc.state.ndevices <= STATUS_PART_ITEMS &&
+	       cur->stage != STATUS_IDLE) {
 		if (add_item(cur, s, &st, &prev, now))
 			items++;
 	}

@@ -98,6 +98,37 @@ bool policy_truth_charge(const struct state *s, const struct device *d, const st
 	return true;
 }
 
+bool policy_truth_books(const struct state *s, const struct device *d, const struct holder *h,
+			struct policy_charge *c)
+{
+	const struct truth_proc *p = NULL;
+	struct policy_charge found;
+
+	for (unsigned i = 0; i < d->truth.nprocs && !p; i++)
+		if (d->truth.procs[i].pid == (int32_t)h->who.pid)
+			p = &d->truth.procs[i];
+
+	memset(c, 0, sizeof(*c));
+	c->holder = h;
+	c->declared = declared_of(h, d->index);
+	c->charged = c->declared;
+	if (!d->truth.measurable)
+		return false;
+	/* Not read (yet): the process holds nothing of its own there, or is too new. */
+	if (p && p->holder && policy_truth_charge(s, d, p, &found)) {
+		*c = found;
+		c->holder = h;
+	} else if (p && !p->self) {
+		/* Connected since the last sample: its reading is not matched to it yet. */
+		c->measured = p->level;
+		if (c->measured > c->declared &&
+		    c->measured - c->declared > policy_truth_tolerance(c->declared))
+			c->charged = c->measured;
+		c->undeclared = c->charged - c->declared;
+	}
+	return true;
+}
+
 void policy_truth_totals(const struct state *s, const struct device *d, uint64_t *undeclared,
 			 uint64_t *outside, unsigned *nout)
 {

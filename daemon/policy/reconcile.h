@@ -52,6 +52,14 @@ bool policy_truth_charge(const struct state *s, const struct device *d, const st
 			 struct policy_charge *c);
 
 /*
+ * policy_truth_books fills c with the books of h's process on d (whatever client of that pid
+ * the measured record names): declared, and where d is measurable, measured and undeclared.
+ * Returns whether d is measurable (else only c->declared is set).
+ */
+bool policy_truth_books(const struct state *s, const struct device *d, const struct holder *h,
+			struct policy_charge *c);
+
+/*
  * policy_truth_totals sums what d's measured books add to the declared ones: *undeclared (all
  * of it: what device_free subtracts) and *outside (the part of processes outside rocmmemd, of
  * *nout processes). All 0 when the device is not measurable.

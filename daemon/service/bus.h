@@ -28,6 +28,9 @@ enum bus_type {
 	BUS_CLIENT_CONNECTED = 8,
 	BUS_CLIENT_DISCONNECTED = 9,
 	BUS_MODEL_LOADED = 10,
+	BUS_UNDECLARED = 11, /* a client's measured use crossed its declaration and tolerance:
+			      * bytes measured, declared what it declared; logged limited per
+			      * client (measure.c says when it re-arms) */
 	/* The daemon's own: logged (as plain lines) and counted, never on the feed. */
 	BUS_OWN = 100,
 	BUS_LIMIT_HIT = BUS_OWN, /* limit: which; logged rate-limited (a client can cause it) */
@@ -36,8 +39,6 @@ enum bus_type {
 	BUS_ALLOC_FAILED,	 /* an allocation for a holder that left meanwhile failed */
 	BUS_BACKFILL,		 /* a request granted ahead of a head it does not delay */
 	BUS_ACK_REFUSED,	 /* an evict ack naming no eviction under way; logged limited */
-	BUS_UNDECLARED,		 /* a client's measured use passed its declaration and tolerance:
-				  * bytes measured, waited_ms unused; logged limited per client */
 };
 
 /* Flags of an event. */
@@ -59,6 +60,7 @@ struct bus_event {
 	uint64_t model_id;
 	const char *model_name;
 	uint64_t waited_ms;
+	uint64_t declared;   /* UNDECLARED: what the client declared on the device */
 	int error;	     /* denials: the negative errno the client got */
 	enum limit_id limit; /* LIMIT_HIT */
 };

@@ -87,7 +87,22 @@ static bool faded(const struct truth_proc *p)
 	return true;
 }
 
-/* warn tells the bus about clients whose measured use just passed declaration and tolerance. */
+/*
+ * rearmed says whether a client over its declaration has come back far enough to be told
+ * again: its measured use within half the tolerance of what it declares. Between that and the
+ * full tolerance it stays told, so that use hovering at the threshold is told once.
+ */
+static bool rearmed(const struct policy_charge *c)
+{
+	return c->measured <= c->declared ||
+	       c->measured - c->declared <= policy_truth_tolerance(c->declared) / 2;
+}
+
+/*
+ * warn tells the bus once about each client whose measured use crossed its declaration and
+ * tolerance (the event, a warning line, the counter); it is told again only after it came back
+ * (rearmed), and the log limits its lines per client like any other warning a client causes.
+ */
 static void warn(struct svc *svc, struct device *d)
 {
 	char m[SIZE_FORMAT_MAX], dc[SIZE_FORMAT_MAX], x[SIZE_FORMAT_MAX], tol[SIZE_FORMAT_MAX];
@@ -101,7 +116,7 @@ static void warn(struct svc *svc, struct device *d)
 		if (!policy_truth_charge(&svc->state, d, p, &c))
 			continue;
 		p->declared_at_sample = c.declared;
-		over = c.holder && c.undeclared > 0;
+		over = c.holder && (c.undeclared > 0 || (p->over && !rearmed(&c)));
 		if (over && !p->over) {
 			memset(&e, 0, sizeof(e));
 			e.type = BUS_UNDECLARED;
@@ -109,6 +124,7 @@ static void warn(struct svc *svc, struct device *d)
 			e.has_device = true;
 			e.device = d->index;
 			e.bytes = c.measured;
+			e.declared = c.declared;
 			bus_emitf(
 			    &svc->bus, &e, LOG_LEVEL_WARN,
 			    "%s%s(pid %d) holds %s on device %u but declared %s: %s more than "

@@ -3,8 +3,9 @@
  * metrics.c: the daemon's state as Prometheus metrics (text exposition format 0.0.4), for a
  * request (net/) and the textfile (app/metrics_file.c). Names follow
  * Prometheus' conventions: a rocmmemd_ prefix, base units (bytes, seconds, ratios, celsius,
- * watts), counters ending in _total. Series are labelled by device, never by pid or lease id,
- * whose values come and go and would leave an unbounded trail of series behind.
+ * watts), counters ending in _total. Series are labelled by device, never by lease id, whose
+ * values come and go and would leave an unbounded trail of series behind; only the reconciled
+ * books name client processes (name and pid), a bounded number of them (out_clients).
  */
 #include "metrics.h"
 
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "policy/reconcile.h"
 #include "version.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -186,6 +188,8 @@ enum {
 	DEV_BUSY,
 	DEV_POOL,
 	DEV_POOL_WARM,
+	DEV_UNDECLARED,
+	DEV_OUTSIDE,
 	DEV_FAMILIES
 };
 
@@ -228,6 +232,12 @@ static const struct family device_families[DEV_FAMILIES] = {
 		  "Memory of released VMM leases the daemon keeps for their clients.", 0},
     [DEV_POOL_WARM] = {"rocmmemd_device_pool_warm_grants_total", "counter",
 		       "Leases granted from the pool, without an allocation.", 0},
+    [DEV_UNDECLARED] = {"rocmmemd_device_undeclared_bytes", "gauge",
+			"Memory held beyond declarations and their tolerance, charged to the "
+			"budget (measurable devices only).",
+			0},
+    [DEV_OUTSIDE] = {"rocmmemd_device_outside_bytes", "gauge",
+		     "Of the undeclared memory, what processes outside rocmmemd hold.", 0},
 };
 
 /* Model states as status names them, in the order of the wire's ModelState. */
@@ -276,6 +286,10 @@ static void device_values(struct value *v, const struct device *d, uint64_t now)
 		v[DEV_POWER] = uval(t->power_mw);
 	if (d->has_telemetry && (t->valid & TELEMETRY_HAS_BUSY))
 		v[DEV_BUSY] = uval(t->busy_percent > 100 ? 100 : t->busy_percent);
+	if (d->truth.measurable) {
+		v[DEV_UNDECLARED] = uval(d->truth.undeclared);
+		v[DEV_OUTSIDE] = uval(d->truth.outside);
+	}
 }
 
 /* Daemon-wide counters, in the order and with the names of the wire's Counters. */
@@ -313,6 +327,9 @@ static void out_counters(struct out *o, const struct counters *k)
 	    {{"rocmmemd_connections_total", "counter", "Clients that connected since the start.",
 	      0},
 	     k->connections},
+	    {{"rocmmemd_undeclared_use_total", "counter",
+	      "Times a client's measured memory crossed its declaration and tolerance.", 0},
+	     k->undeclared},
 	};
 
 	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++) {
@@ -466,6 +483,90 @@ static void out_devices(struct out *o, const struct svc *s)
 	}
 }
 
+/* One (device, client process) pair of the reconciled books. */
+struct client_series {
+	unsigned device;
+	int32_t pid;
+	struct policy_charge c;
+};
+
+/* ranks_before says whether a comes before b: more undeclared, then more measured memory. */
+static bool ranks_before(const struct policy_charge *a, const struct policy_charge *b)
+{
+	if (a->undeclared != b->undeclared)
+		return a->undeclared > b->undeclared;
+	return a->measured > b->measured;
+}
+
+/*
+ * top_clients keeps in top the METRICS_CLIENT_SERIES pairs that rank first among the client
+ * processes the measurable devices' telemetry lists. Returns how many it kept; *omitted: the
+ * rest.
+ */
+static unsigned top_clients(const struct svc *s, struct client_series *top, unsigned *omitted)
+{
+	unsigned n = 0;
+
+	*omitted = 0;
+	for (unsigned i = 0; i < s->state.ndevices && i < BACKEND_MAX_DEVICES; i++) {
+		const struct device *d = &s->state.devices[i];
+
+		for (unsigned k = 0; d->truth.measurable && k < d->truth.nprocs; k++) {
+			struct client_series x = {.device = i, .pid = d->truth.procs[k].pid};
+			unsigned at;
+
+			if (!policy_truth_charge(&s->state, d, &d->truth.procs[k], &x.c) ||
+			    !x.c.holder)
+				continue;
+			for (at = n; at > 0 && ranks_before(&x.c, &top[at - 1].c); at--)
+				if (at < METRICS_CLIENT_SERIES)
+					top[at] = top[at - 1];
+			*omitted += n == METRICS_CLIENT_SERIES;
+			if (at < METRICS_CLIENT_SERIES)
+				top[at] = x;
+			n += n < METRICS_CLIENT_SERIES;
+		}
+	}
+	return n;
+}
+
+/*
+ * out_clients writes the reconciled books of the client processes the devices' telemetry
+ * measures, labelled by device, client name (its lowest connection's) and pid: a bounded
+ * number of them (METRICS_CLIENT_SERIES), so that clients cannot grow the text without end.
+ */
+static void out_clients(struct out *o, const struct svc *s)
+{
+	static const struct family families[3] = {
+	    {"rocmmemd_client_declared_bytes", "gauge",
+	     "What a client process declared on a measurable device (leases, reservations).", 0},
+	    {"rocmmemd_client_measured_bytes", "gauge",
+	     "What a client process holds on the device, as its telemetry measures it.", 0},
+	    {"rocmmemd_client_undeclared_bytes", "gauge",
+	     "What a client process holds beyond its declaration and tolerance (charged).", 0},
+	};
+	static const struct family omitted_family = {
+	    "rocmmemd_client_series_omitted", "gauge",
+	    "Client processes left out of the rocmmemd_client_*_bytes series (the bound).", 0};
+	struct client_series top[METRICS_CLIENT_SERIES];
+	char esc[METRICS_NAME_LABEL_MAX + 1];
+	unsigned omitted, n = top_clients(s, top, &omitted);
+
+	for (unsigned f = 0; f < 3; f++) {
+		out_family(o, &families[f]);
+		for (unsigned i = 0; i < n; i++) {
+			const struct policy_charge *c = &top[i].c;
+			uint64_t v = f == 0 ? c->declared : f == 1 ? c->measured : c->undeclared;
+
+			label_escape(esc, sizeof(esc) - 1, c->holder->name);
+			out_printf(o, "%s{device=\"%u\",name=\"%s\",pid=\"%d\"} %" PRIu64 "\n",
+				   families[f].name, top[i].device, esc, (int)top[i].pid, v);
+		}
+	}
+	out_family(o, &omitted_family);
+	out_printf(o, "%s %u\n", omitted_family.name, omitted);
+}
+
 ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, char *buf,
 		       size_t cap)
 {
@@ -478,6 +579,7 @@ ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, c
 	out_counters(&o, &s->counters);
 	out_limits(&o, s);
 	out_devices(&o, s);
+	out_clients(&o, s);
 	if (o.full) {
 		buf[0] = '\0';
 		return -EMSGSIZE;

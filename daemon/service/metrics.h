@@ -18,6 +18,13 @@
  */
 #define METRICS_NAME_LABEL_MAX 40u
 
+/*
+ * The per-client series (rocmmemd_client_*_bytes): at most this many (device, process) pairs,
+ * those with the most undeclared, then measured, memory; the rest are counted in
+ * rocmmemd_client_series_omitted. A client's name label is cut like a device's.
+ */
+#define METRICS_CLIENT_SERIES 32u
+
 /* What the service does not know itself: its connections and how long it has served. */
 struct metrics_facts {
 	unsigned clients;

@@ -25,7 +25,7 @@ struct truth_proc {
 	unsigned nring, pos;
 	uint64_t raw;	/* the last reading */
 	uint64_t level; /* the smoothed figure admission charges (policy_truth_push) */
-	bool over;	/* at the last sample, its undeclared use was past the tolerance */
+	bool over;	/* its undeclared use crossed the tolerance and was told (measure.c) */
 	uint64_t declared_at_sample; /* its clients' declarations when last read: what they
 				      * declared since is new memory the level cannot show yet */
 };

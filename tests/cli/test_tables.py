@@ -37,12 +37,20 @@ class Clients(ModelTestCase):
         self.assertEqual(r.rc, 0, r)
         rows = table(r.stdout)
         self.assertEqual(rows[0], ["PID", "UID", "CLIENT", "LEASES", "LEASED", "RESERVED",
-                                   "MODELS", "CONNECTED"])
+                                   "MODELS", "CONNECTED", "DECLARED", "MEASURED", "UNDECLARED"])
         by_pid = {row[0]: row for row in rows[1:]}
         self.assertEqual(by_pid[str(h.pid)][2:9], ["model_host", "0", "0", "B", "30", "MiB",
                                                    "2"])
         self.assertEqual(by_pid[str(lease.pid)][2:9], ["rocmmemctl", "1", "4", "MiB", "0", "B",
                                                        "0"])
+        # Host memory: what each declared, and that nothing measures what it holds.
+        self.assertEqual(by_pid[str(h.pid)][-5:], ["30", "MiB", "cannot", "measure", "-"])
+        self.assertEqual(by_pid[str(lease.pid)][-5:], ["4", "MiB", "cannot", "measure", "-"])
+        self.assertEqual((mine[h.pid]["declared_bytes"], mine[h.pid]["measurable"],
+                          mine[h.pid]["measured"], mine[h.pid]["books"]),
+                         (30 * MiB, False, "cannot measure: no per-process device memory here",
+                          [{"device": 0, "declared_bytes": 30 * MiB, "measurable": False}]))
+        self.assertNotIn("measured_bytes", mine[lease.pid])
         self.assertNotIn(str(r.pid), by_pid, "the query itself is no client to list")
         # The whole view shows the same table.
         view = self.ctl("status").stdout
@@ -55,7 +63,8 @@ class Clients(ModelTestCase):
         self.assertNotIn(f"{r.pid} ", r.stdout)
         self.assertEqual(table(self.ctl("status", "clients").stdout),
                          [["PID", "UID", "CLIENT", "LEASES", "LEASED", "RESERVED", "MODELS",
-                           "CONNECTED"]], "an empty table still says what is empty")
+                           "CONNECTED", "DECLARED", "MEASURED", "UNDECLARED"]],
+                         "an empty table still says what is empty")
         w = self.ctl("--json", "watch", "-n", "1")
         self.assertEqual(w.json()["clients"], [])
 

@@ -5,6 +5,7 @@
  * through ROCMMEM_SYSFS_ROOT as on a real machine).
  */
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "books_tools.h"
 #include "fake_tree.h"
 #include "fakegpu_paths.h"
 #include "harness.h"
@@ -219,12 +221,225 @@ static void test_bad_readings(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
+/* What the feed told the test: undeclared_use events and the test process's books in samples. */
+struct feed_seen {
+	uint64_t events, samples;
+	struct rocmmem_telemetry_event last;
+	char name[64];
+	uint64_t measured; /* the process's measured bytes in the last sample */
+};
+
+static void on_feed(rocmmem_client *c, const struct rocmmem_event *ev, void *userdata)
+{
+	struct feed_seen *s = userdata;
+
+	(void)c;
+	if (ev->type == ROCMMEM_EVENT_TELEMETRY &&
+	    ev->telemetry->type == ROCMMEM_TELEMETRY_UNDECLARED_USE) {
+		s->events++;
+		s->last = *ev->telemetry;
+		snprintf(s->name, sizeof(s->name), "%s", ev->telemetry->client_name);
+	} else if (ev->type == ROCMMEM_EVENT_SAMPLE) {
+		for (size_t i = 0; i < rocmmem_status_client_count(ev->sample); i++) {
+			const struct rocmmem_client_info *v = rocmmem_status_client(ev->sample, i);
+
+			if (v->pid == getpid())
+				s->measured = v->measured_bytes;
+		}
+		s->samples++;
+	}
+}
+
+/* pump_until dispatches c's events until *value equals want; fails after the deadline. */
+static void pump_until(rocmmem_client *c, const uint64_t *value, uint64_t want, const char *what)
+{
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
+
+	while (*value != want && harness_now_ms() < end) {
+		struct pollfd p = {.fd = rocmmem_event_fd(c), .events = POLLIN};
+
+		if (poll(&p, 1, 100) > 0)
+			assert_true(rocmmem_dispatch(c) >= 0);
+	}
+	if (*value != want)
+		fail_msg("%s stayed %llu, wanted %llu", what, (unsigned long long)*value,
+			 (unsigned long long)want);
+}
+
+/* vram_set makes KFD say the test process holds bytes, and waits until a sample shows it. */
+static void vram_set(rocmmem_client *c, struct feed_seen *s, uint64_t bytes)
+{
+	char text[64];
+
+	snprintf(text, sizeof(text), "%llu\n", (unsigned long long)bytes);
+	vram(getpid(), text);
+	pump_until(c, &s->measured, bytes, "the measured bytes in the samples");
+}
+
+/* The watch a test runs (its output buffer is large: not on the stack). */
+static struct watch_proc watcher;
+
+/* check_books: status (the library's view and rocmmemctl --json) says 1 GiB declared, 3 GiB
+ * measured, 2 GiB undeclared for ComfyUI, on device 0. */
+static void check_books(rocmmem_client *c, const struct daemon_proc *d)
+{
+	const struct rocmmem_client_info *v = NULL;
+	rocmmem_status *st = NULL;
+	json_object *o, *books;
+
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
+		if (strcmp(rocmmem_status_client(st, i)->name, "ComfyUI") == 0)
+			v = rocmmem_status_client(st, i);
+	assert_non_null(v);
+	assert_true(v->measurable);
+	assert_int_equal(v->declared_bytes, GiB);
+	assert_int_equal(v->measured_bytes, 3 * GiB);
+	assert_int_equal(v->undeclared_bytes, 2 * GiB);
+	assert_int_equal(v->nbooks, 1);
+	assert_int_equal(v->books[0].device, 0);
+	assert_true(v->books[0].measurable);
+	assert_int_equal(v->books[0].declared_bytes, GiB);
+	assert_int_equal(v->books[0].measured_bytes, 3 * GiB);
+	assert_int_equal(v->books[0].undeclared_bytes, 2 * GiB);
+	rocmmem_status_free(st);
+	o = ctl_status_json(d);
+	assert_int_equal(json_u64(o, "declared_bytes"), GiB);
+	assert_int_equal(json_u64(o, "measured_bytes"), 3 * GiB);
+	assert_int_equal(json_u64(o, "undeclared_bytes"), 2 * GiB);
+	assert_true(json_object_object_get_ex(o, "books", &books));
+	assert_int_equal(json_object_array_length(books), 1);
+	assert_int_equal(json_u64(json_object_array_get_idx(books, 0), "measured_bytes"), 3 * GiB);
+	json_object_put(o);
+}
+
+/* check_metrics: the per-client series and the count of crossings, as Prometheus reads them. */
+static void check_metrics(rocmmem_client *c, unsigned crossings)
+{
+	static const char *const families[] = {"declared", "measured", "undeclared"};
+	const uint64_t values[] = {GiB, 3 * GiB, 2 * GiB};
+	char *text = NULL, want[160];
+
+	assert_int_equal(rocmmem_metrics(c, &text), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(want, sizeof(want),
+			 "rocmmemd_client_%s_bytes{device=\"0\",name=\"ComfyUI\",pid=\"%d\"} "
+			 "%llu\n",
+			 families[i], (int)getpid(), (unsigned long long)values[i]);
+		if (!strstr(text, want))
+			fail_msg("the metrics lack '%s':\n%s", want, text);
+	}
+	snprintf(want, sizeof(want), "\nrocmmemd_undeclared_use_total %u\n", crossings);
+	if (!strstr(text, want))
+		fail_msg("the metrics lack '%s':\n%s", want + 1, text);
+	free(text);
+}
+
+/*
+ * A client that declares 1 GiB while its process holds 3 GiB: status, rocmmemctl --json and the
+ * metrics show 1 GiB declared, 3 GiB measured, 2 GiB undeclared; the feed tells undeclared_use
+ * once when it crosses, not again while it hovers between half the tolerance and the whole,
+ * and again once it came back and crosses anew.
+ */
+static void test_client_books_and_event(void **state)
+{
+	struct feed_seen seen = {0};
+	struct daemon_proc d;
+	rocmmem_client *comfy;
+	uint64_t later;
+	char want[64], *line;
+
+	(void)state;
+	start(&d, "hip");
+	comfy = harness_connect(&d, "ComfyUI");
+	rocmmem_set_event_callback(comfy, on_feed, &seen);
+	assert_int_equal(rocmmem_subscribe(
+			     comfy, ROCMMEM_SUBSCRIBE_SAMPLES | ROCMMEM_SUBSCRIBE_EVENTS, 50, NULL),
+			 0);
+	assert_int_equal(rocmmem_model_acquire(comfy, reg(comfy, "sdxl", GiB), 0), 0);
+	/* rocmmemctl watch shows the event too (its first sample says it is subscribed). */
+	watch_start(&watcher, &d);
+	watch_until(&watcher, "{\"type\":\"sample\"");
+	vram_set(comfy, &seen, 3 * GiB);
+	pump_until(comfy, &seen.events, 1, "undeclared_use events");
+	watch_until(&watcher, "\"event\":\"undeclared_use\"");
+	watch_stop(&watcher);
+	assert_int_equal(watch_count(&watcher, "\"event\":\"undeclared_use\""), 1);
+	/* Its line: the client, what it holds and what it declared. */
+	line = strstr(watcher.buf, "\"undeclared_use\"");
+	*strchrnul(line, '\n') = '\0';
+	snprintf(want, sizeof(want), "\"bytes\":%llu,", (unsigned long long)(3 * GiB));
+	assert_non_null(strstr(line, want));
+	snprintf(want, sizeof(want), "\"declared_bytes\":%llu}", (unsigned long long)GiB);
+	assert_non_null(strstr(line, want));
+	assert_non_null(strstr(line, "\"client_name\":\"ComfyUI\""));
+	assert_string_equal(seen.name, "ComfyUI");
+	assert_int_equal(seen.last.pid, getpid());
+	assert_true(seen.last.has_device);
+	assert_int_equal(seen.last.device, 0);
+	assert_int_equal(seen.last.bytes, 3 * GiB);
+	assert_int_equal(seen.last.declared_bytes, GiB);
+	check_books(comfy, &d);
+	check_metrics(comfy, 1);
+	/* Within the tolerance but not within half of it, then past it again: told once. */
+	vram_set(comfy, &seen, GiB + 48 * MiB);
+	vram_set(comfy, &seen, 3 * GiB);
+	later = seen.samples + 5;
+	pump_until(comfy, &seen.samples, later, "samples");
+	assert_int_equal(seen.events, 1);
+	/* Back within what it declared: re-armed, and told at the next crossing. */
+	vram_set(comfy, &seen, GiB);
+	vram_set(comfy, &seen, 3 * GiB);
+	pump_until(comfy, &seen.events, 2, "undeclared_use events");
+	check_metrics(comfy, 2);
+	/* The warning line, once per crossing as the event. */
+	snprintf(want, sizeof(want), "ComfyUI (pid %d) holds 3 GiB on device 0 but declared",
+		 (int)getpid());
+	assert_int_equal(log_count(&d, want), 2);
+	rocmmem_disconnect(comfy);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
+/* A client named to break the exposition text: its series are escaped, and promtool agrees. */
+static void test_hostile_name_in_metrics(void **state)
+{
+	static const char name[] = "a\"b\\c\"} 1 x{y=\"z\",\xc3\xa9";
+	struct daemon_proc d;
+	rocmmem_client *c;
+	char *text = NULL, want[200], vtext[64];
+	long end;
+
+	(void)state;
+	start(&d, "hip");
+	c = harness_connect(&d, name);
+	assert_int_equal(rocmmem_model_acquire(c, reg(c, "m", GiB), 0), 0);
+	snprintf(vtext, sizeof(vtext), "%llu\n", (unsigned long long)(3 * GiB));
+	vram(getpid(), vtext);
+	snprintf(want, sizeof(want),
+		 "rocmmemd_client_undeclared_bytes{device=\"0\",name=\"a\\\"b\\\\c\\\"} 1 "
+		 "x{y=\\\"z\\\",\xc3\xa9\",pid=\"%d\"} %llu\n",
+		 (int)getpid(), (unsigned long long)(2 * GiB));
+	for (end = harness_now_ms() + HARNESS_WAIT_MS; harness_now_ms() < end; usleep(20000)) {
+		free(text);
+		assert_int_equal(rocmmem_metrics(c, &text), 0);
+		if (strstr(text, want))
+			break;
+	}
+	if (!strstr(text, want))
+		fail_msg("the metrics lack '%s':\n%s", want, text);
+	promtool_ok(text);
+	free(text);
+	rocmmem_disconnect(c);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* On host memory nothing measures per-process device memory: status says so, with no figures,
  * and a process KFD would list changes nothing. */
 static void test_host_cannot_measure(void **state)
 {
 	rocmmem_status *st = NULL;
 	const struct rocmmem_device_info *v;
+	const struct rocmmem_client_info *cl;
 	struct daemon_proc d;
 	rocmmem_client *c;
 	char text[64];
@@ -232,6 +447,7 @@ static void test_host_cannot_measure(void **state)
 	(void)state;
 	snprintf(text, sizeof(text), "%llu\n", (unsigned long long)(3 * GiB));
 	vram(4242, text);
+	vram(getpid(), text);
 	start(&d, "host");
 	c = harness_connect(&d, "client");
 	assert_int_equal(rocmmem_status_get(c, &st), 0);
@@ -240,6 +456,19 @@ static void test_host_cannot_measure(void **state)
 	assert_int_equal(v->undeclared_bytes, 0);
 	assert_int_equal(v->outside_bytes, 0);
 	assert_int_equal(v->free_bytes, v->budget_bytes);
+	rocmmem_status_free(st);
+	/* Its client: what it declared, and no measured figure. */
+	assert_int_equal(rocmmem_model_acquire(c, reg(c, "one", GiB), 0), 0);
+	assert_int_equal(rocmmem_status_get(c, &st), 0);
+	assert_int_equal(rocmmem_status_client_count(st), 1);
+	cl = rocmmem_status_client(st, 0);
+	assert_false(cl->measurable);
+	assert_int_equal(cl->declared_bytes, GiB);
+	assert_int_equal(cl->measured_bytes, 0);
+	assert_int_equal(cl->undeclared_bytes, 0);
+	assert_int_equal(cl->nbooks, 1);
+	assert_false(cl->books[0].measurable);
+	assert_int_equal(cl->books[0].declared_bytes, GiB);
 	rocmmem_status_free(st);
 	rocmmem_disconnect(c);
 	assert_int_equal(harness_daemon_stop(&d), 0);
@@ -253,6 +482,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_readings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_host_cannot_measure, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_client_books_and_event, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hostile_name_in_metrics, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -268,6 +268,47 @@ class StatusText(unittest.TestCase):
         self.assertIn("  measured: rocmmemd cannot measure a process's GPU memory on its host "
                       "backend", text)
 
+    def with_books(self, measurable=True):
+        st = json.loads(json.dumps(self.STATUS))
+        client = {"pid": 42, "name": "ComfyUI", "models": 1, "reserved_bytes": 6 * MiB,
+                  "leases": 0, "leased_bytes": 0, "declared_bytes": 6 * MiB,
+                  "measurable": measurable}
+        book = {"device": 0, "declared_bytes": 6 * MiB, "measurable": measurable}
+        if measurable:
+            client |= {"measured_bytes": 9 * MiB, "undeclared_bytes": 3 * MiB}
+            book |= {"measured_bytes": 9 * MiB, "undeclared_bytes": 3 * MiB}
+        else:
+            client["measured"] = "cannot measure: no per-process device memory here"
+        st["clients"] = [client | {"books": [book]}]
+        return st
+
+    def test_reconciled_books(self):
+        # The daemon's books of the process win over its process list (9 MiB either way here).
+        st = self.with_books()
+        st["devices"][0]["processes"][0]["vram_bytes"] = 1
+        lines = report.format_own(st, 42, self.ROWS, lambda d: None).splitlines()
+        self.assertEqual(lines[-1], "  measured by rocmmemd (reconciled books): 9 MiB, declared "
+                                    "6 MiB: 3 MiB undeclared, charged")
+        self.assertIn("  pid 42 ComfyUI: 1 model, 6 MiB reserved, 0 leases, 0 B leased; "
+                      "measured 9 MiB, 3 MiB undeclared", report.format_status(st))
+        self.assertEqual(report.step_line(0, self.ROWS[:1], None, report.books_line(st, 42, 0)),
+                         "device 0: declared 3.00 MiB for this step: SDXL (transformer) 3.00 "
+                         "MiB (loaded 3.00 MiB); rocmmemd measures the process at 9 MiB, 6 MiB "
+                         "declared: 3 MiB undeclared, charged")
+        # Another device, where it declared nothing and holds nothing measured.
+        self.assertEqual(report.books_line(st, 42, 1),
+                         "rocmmemd measures the process at 0 B, 0 B declared")
+        self.assertIsNone(report.books_line(st, 43, 0), "no client of that pid")
+        # The host backend: declared, and no figure.
+        st = self.with_books(measurable=False)
+        text = report.format_own(st, 42, self.ROWS, lambda d: None)
+        self.assertIn("  measured: rocmmemd cannot measure a process's GPU memory on its host "
+                      "backend", text)
+        self.assertIn("; cannot measure", report.format_status(st))
+        self.assertEqual(report.books_line(st, 42, 0),
+                         "the process declared 6 MiB; rocmmemd cannot measure a process's GPU "
+                         "memory here (host memory)")
+
     def test_step_line(self):
         self.assertEqual(report.step_line(0, self.ROWS, (7 * MiB, 8 * MiB)),
                          "device 0: declared 5.00 MiB for this step: SDXL (transformer) 3.00 "

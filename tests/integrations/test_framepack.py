@@ -12,7 +12,9 @@ rocmmem.framepack sees a GPU as it would under FramePack; WithoutAGPU checks wha
 where there is none.
 """
 import ast
+import contextlib
 import importlib
+import io
 import inspect
 import json
 import os
@@ -244,6 +246,21 @@ class Calls(IntegrationTestCase):
         self.assertEqual(self.fp.get_cuda_free_memory_gb(self.fp.gpu), 40 * GB)
         self.assertEqual(self.fp.get_cuda_free_memory_gb("cuda:0"),
                          self.status()["devices"][0]["largest_with_eviction_bytes"] / (1 << 30))
+
+    def test_load_line_shows_the_books(self):
+        # The line a load prints says what rocmmemd's books hold of this process: on the host
+        # backend, what it declared and that nothing measures what it holds.
+        os.environ.pop("ROCMMEM_FRAMEPACK_QUIET")
+        self.addCleanup(os.environ.__setitem__, "ROCMMEM_FRAMEPACK_QUIET", "1")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.fp.load_model_as_complete(fm.AutoencoderKLHunyuanVideo(4 * MiB),
+                                           target_device=self.fp.gpu)
+        self.assertRegex(out.getvalue(),
+                         r"(?m)^rocmmem.framepack: loaded AutoencoderKLHunyuanVideo to \S+ "
+                         r"\(4 MiB\); the process declared 4 MiB; rocmmemd cannot measure a "
+                         r"process's GPU "
+                         r"memory here \(host memory\)$")
 
     def test_register_overrides_the_guess(self):
         model = fm.StandinModel(2 * MiB, nlayers=1)

@@ -107,6 +107,18 @@ static void client_info(void)
 	FIELD(rocmmem_client_info, reserved_bytes);
 	FIELD(rocmmem_client_info, waiting);
 	FIELD(rocmmem_client_info, pidfd);
+	FIELD(rocmmem_client_info, books);
+	FIELD(rocmmem_client_info, nbooks);
+	FIELD(rocmmem_client_info, measurable);
+	FIELD(rocmmem_client_info, declared_bytes);
+	FIELD(rocmmem_client_info, measured_bytes);
+	FIELD(rocmmem_client_info, undeclared_bytes);
+	STRUCT(rocmmem_client_books);
+	FIELD(rocmmem_client_books, device);
+	FIELD(rocmmem_client_books, measurable);
+	FIELD(rocmmem_client_books, declared_bytes);
+	FIELD(rocmmem_client_books, measured_bytes);
+	FIELD(rocmmem_client_books, undeclared_bytes);
 }
 
 static void lease_info(void)
@@ -255,6 +267,7 @@ static void telemetry_event(void)
 	FIELD(rocmmem_telemetry_event, waited_ms);
 	FIELD(rocmmem_telemetry_event, detail);
 	FIELD(rocmmem_telemetry_event, dropped);
+	FIELD(rocmmem_telemetry_event, declared_bytes);
 }
 
 static void event(void)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -279,6 +280,79 @@ static void test_worst_case_fits(void **state)
 	free_server(f);
 }
 
+/* promtool_check runs Prometheus' own checker over text, where it is installed: no problem. */
+static void promtool_check(const char *text)
+{
+	char path[] = "/tmp/rocmmem-metrics-XXXXXX", cmd[128], out[4096];
+	size_t n;
+	FILE *p;
+	int fd;
+
+	if (system("command -v promtool >/dev/null 2>&1") != 0)
+		return; /* the cli tests say so where it is missing; check_lines checked the rest */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	if (pclose(p) != 0 || n != 0)
+		fail_msg("promtool check metrics: %s\n--- text ---\n%s", out, text);
+	unlink(path);
+}
+
+/*
+ * Forty client processes measured past their declarations, named to break the text format:
+ * only the 32 with the most undeclared memory get series, the rest are counted; the names are
+ * escaped and cut, and Prometheus' own checker accepts the text.
+ */
+static void test_client_series(void **state)
+{
+	struct fixture *f = make_server(1, "gpu");
+	struct device *d = &f->s->svc.state.devices[0];
+	struct holder *h[40];
+	char want[256];
+	ssize_t len;
+
+	(void)state;
+	state_init(&f->s->svc.state);
+	f->s->svc.state.ndevices = 1;
+	d->truth.measurable = true;
+	for (unsigned i = 0; i < 40; i++) {
+		struct identity who = {.pid = 1000 + (pid_t)i, .uid = 1000, .gid = 1000};
+		struct truth_proc *p;
+
+		assert_int_equal(state_holder_add(&f->s->svc.state, &who, 0, &h[i]), 0);
+		snprintf(h[i]->name, sizeof(h[i]->name), "\"} 1\\n%s{x=\"%u\",\\", "evil", i);
+		p = truth_add(&d->truth, 1000 + (int32_t)i);
+		p->holder = h[i]->id;
+		p->level = (uint64_t)(i + 1) << 30;
+	}
+	len = server_metrics(f->s, f->text, sizeof(f->text));
+	assert_true(len > 0);
+	check_lines(f->text, (size_t)len);
+	promtool_check(f->text);
+	assert_contains(f->text, "rocmmemd_client_series_omitted 8\n");
+	snprintf(want, sizeof(want),
+		 "rocmmemd_client_undeclared_bytes{device=\"0\",name=\"\\\"} 1\\\\n"
+		 "evil{x=\\\"39\\\",\\\\\",pid=\"1039\"} %llu\n",
+		 40ull << 30);
+	assert_contains(f->text, want);
+	assert_contains(f->text, "rocmmemd_client_declared_bytes{device=\"0\"");
+	/* The smallest eight are left out. */
+	assert_null(strstr(f->text, "pid=\"1007\""));
+	assert_contains(f->text, "pid=\"1008\"");
+	for (unsigned i = 0; i < 40; i++) {
+		state_holder_leave(&f->s->svc.state, h[i]);
+		state_holder_free(h[i]);
+	}
+	state_finish(&f->s->svc.state);
+	free_server(f);
+}
+
 static void test_no_devices(void **state)
 {
 	struct fixture *f = make_server(0, "");
@@ -297,7 +371,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_basic),      cmocka_unit_test(test_telemetry_and_models),
 	    cmocka_unit_test(test_escaping),   cmocka_unit_test(test_worst_case_fits),
-	    cmocka_unit_test(test_no_devices),
+	    cmocka_unit_test(test_no_devices), cmocka_unit_test(test_client_series),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -262,6 +262,48 @@ static void test_declared_since_reading_counts(void **state)
 	fx_finish(&f);
 }
 
+/*
+ * A client's books (status, metrics): its process's, whichever connection of the pid asks; on
+ * a device not measured only what it declared; a reading not matched to it yet still shows.
+ */
+static void test_client_books(void **state)
+{
+	struct holder *a1, *a2, *b;
+	struct policy_charge c;
+	struct fx f;
+
+	(void)state;
+	fx_init(&f, 2, 8 * GiB);
+	a1 = fx_holder(&f, 1000, 10, "a");
+	a2 = fx_holder(&f, 1000, 10, "a");
+	b = fx_holder(&f, 1000, 11, "b");
+	fx_lease(&f, a1, 0, GiB, NULL);
+	fx_lease(&f, a2, 1, GiB, NULL);
+	measure(&f, 0, 10, a1, 3 * GiB);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_true(policy_truth_books(&f.s, &f.s.devices[0], i ? a2 : a1, &c));
+		assert_ptr_equal(c.holder, i ? a2 : a1);
+		assert_int_equal(c.declared, GiB);
+		assert_int_equal(c.measured, 3 * GiB);
+		assert_int_equal(c.undeclared, 2 * GiB);
+	}
+	/* Device 1 is not measured: declared only. */
+	assert_false(policy_truth_books(&f.s, &f.s.devices[1], a1, &c));
+	assert_int_equal(c.declared, GiB);
+	assert_int_equal(c.measured, 0);
+	assert_int_equal(c.undeclared, 0);
+	/* b's process was read but not matched to it yet (it connected since): charged as a
+	 * client would be, within the tolerance nothing. */
+	measure(&f, 0, 11, NULL, 32u << 20);
+	assert_true(policy_truth_books(&f.s, &f.s.devices[0], b, &c));
+	assert_int_equal(c.measured, 32u << 20);
+	assert_int_equal(c.undeclared, 0);
+	measure(&f, 0, 11, NULL, GiB);
+	assert_true(policy_truth_books(&f.s, &f.s.devices[0], b, &c));
+	assert_int_equal(c.undeclared, GiB);
+	fx_finish(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -274,6 +316,7 @@ int main(void)
 	    cmocka_unit_test(test_self_and_gone_count_nothing),
 	    cmocka_unit_test(test_one_process_two_connections),
 	    cmocka_unit_test(test_declared_since_reading_counts),
+	    cmocka_unit_test(test_client_books),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@ static const char *const telemetry_names[] = {
     [ROCMMEM_TELEMETRY_CLIENT_CONNECTED] = "client_connected",
     [ROCMMEM_TELEMETRY_CLIENT_DISCONNECTED] = "client_disconnected",
     [ROCMMEM_TELEMETRY_MODEL_LOADED] = "model_loaded",
+    [ROCMMEM_TELEMETRY_UNDECLARED_USE] = "undeclared_use",
 };
 
 ROCMMEM_EXPORT const char *rocmmem_telemetry_name(enum rocmmem_telemetry_type type)
@@ -56,6 +57,7 @@ static void telemetry_from_wire(struct rocmmem_telemetry_event *o,
 	o->waited_ms = t->waited_ms;
 	o->detail = str(t->detail);
 	o->dropped = add_dropped(t->dropped, lost);
+	o->declared_bytes = t->declared_bytes;
 }
 
 int view_feed_event(const struct daemon_facts *facts, const Rocmmem__Wire__Event *e, uint32_t lost,

@@ -22,6 +22,8 @@ struct rocmmem_status {
 	size_t *process_first, *process_count;
 	struct rocmmem_client_info *clients;
 	size_t nclients;
+	struct rocmmem_client_books *books; /* the clients' books, in their order */
+	size_t nbooks;
 	struct rocmmem_lease_info *leases;
 	size_t nleases;
 	struct rocmmem_model_info *models;
@@ -169,6 +171,36 @@ static void client_from_wire(struct rocmmem_client_info *o, const Rocmmem__Wire_
 	o->pidfd = d->pidfd;
 }
 
+/*
+ * books_from_wire takes a client's books into st->books (counted beforehand); measurable
+ * when every device of its books is, or, without books, when any device of st is.
+ */
+static void books_from_wire(rocmmem_status *st, struct rocmmem_client_info *o,
+			    const Rocmmem__Wire__ClientInfo *d)
+{
+	o->books = st->books + st->nbooks;
+	o->nbooks = d->n_books;
+	o->measurable = d->n_books > 0;
+	for (size_t i = 0; i < st->ndevices && !d->n_books; i++)
+		o->measurable = o->measurable || st->devices[i].measurable;
+	for (size_t i = 0; i < d->n_books; i++) {
+		const Rocmmem__Wire__ClientBooks *b = d->books[i];
+		struct rocmmem_client_books *v = &st->books[st->nbooks++];
+
+		v->device = b->device;
+		v->measurable = b->measurable;
+		v->declared_bytes = b->declared_bytes;
+		v->measured_bytes = b->measurable ? b->measured_bytes : 0;
+		v->undeclared_bytes = b->measurable ? b->undeclared_bytes : 0;
+		o->measurable = o->measurable && v->measurable;
+		o->declared_bytes += v->declared_bytes;
+		o->measured_bytes += v->measured_bytes;
+		o->undeclared_bytes += v->undeclared_bytes;
+	}
+	if (!o->measurable)
+		o->measured_bytes = o->undeclared_bytes = 0;
+}
+
 static void lease_from_wire(struct rocmmem_lease_info *o, const Rocmmem__Wire__LeaseInfo *d)
 {
 	o->id = d->id;
@@ -247,6 +279,7 @@ static void awaiting_from_wire(struct rocmmem_awaiting_info *o,
 /* How many items of each list every part brings together. */
 struct status_counts {
 	size_t devices, clients, leases, models, waiters, denials, processes, limits, awaiting;
+	size_t books;
 };
 
 /* daemon_from_wire takes what a status says of the daemon itself. */
@@ -279,6 +312,8 @@ static void count_lists(rocmmem_status *st, const struct status_lists *lists, si
 		k->awaiting += p->n_awaiting;
 		for (size_t j = 0; j < p->n_devices; j++)
 			k->processes += p->devices[j]->n_processes;
+		for (size_t j = 0; j < p->n_clients; j++)
+			k->books += p->clients[j]->n_books;
 		if (p->access) {
 			st->access.peers_refused = p->access->peers_refused;
 			st->access.requests_refused = p->access->requests_refused;
@@ -299,6 +334,7 @@ static int allocate(rocmmem_status *st, const struct status_counts *k)
 	st->process_count = ROOM(k->devices, st->process_count);
 	st->devices = ROOM(k->devices, st->devices);
 	st->clients = ROOM(k->clients, st->clients);
+	st->books = ROOM(k->books, st->books);
 	st->leases = ROOM(k->leases, st->leases);
 	st->models = ROOM(k->models, st->models);
 	st->waiters = ROOM(k->waiters, st->waiters);
@@ -307,8 +343,8 @@ static int allocate(rocmmem_status *st, const struct status_counts *k)
 	st->awaiting = ROOM(k->awaiting, st->awaiting);
 #undef ROOM
 	if (!st->processes || !st->process_first || !st->process_count || !st->devices ||
-	    !st->clients || !st->leases || !st->models || !st->waiters || !st->denials ||
-	    !st->limits || !st->awaiting)
+	    !st->clients || !st->books || !st->leases || !st->models || !st->waiters ||
+	    !st->denials || !st->limits || !st->awaiting)
 		return error_set(-ENOMEM, "out of memory");
 	return 0;
 }
@@ -346,8 +382,10 @@ static int fill(rocmmem_status *st, const struct status_lists *lists, size_t n)
 		const struct status_lists *p = &lists[i];
 
 		devices_from_wire(st, p, &np);
-		for (size_t j = 0; j < p->n_clients; j++)
-			client_from_wire(&st->clients[st->nclients++], p->clients[j]);
+		for (size_t j = 0; j < p->n_clients; j++) {
+			client_from_wire(&st->clients[st->nclients], p->clients[j]);
+			books_from_wire(st, &st->clients[st->nclients++], p->clients[j]);
+		}
 		for (size_t j = 0; j < p->n_leases; j++)
 			lease_from_wire(&st->leases[st->nleases++], p->leases[j]);
 		for (size_t j = 0; j < p->n_models; j++)
@@ -471,6 +509,7 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	free(st->process_first);
 	free(st->process_count);
 	free(st->clients);
+	free(st->books);
 	free(st->leases);
 	free(st->models);
 	free(st->waiters);

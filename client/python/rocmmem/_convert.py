@@ -118,11 +118,29 @@ def device(lib, st, index):
     return o
 
 
+def _books(b):
+    o = {"device": b.device, "declared_bytes": b.declared_bytes,
+         "measurable": bool(b.measurable)}
+    if b.measurable:
+        o["measured_bytes"] = b.measured_bytes
+        o["undeclared_bytes"] = b.undeclared_bytes
+    return o
+
+
 def client_info(v):
-    return {"pid": v.pid, "uid": v.uid, "name": text(v.name), "leases": v.leases,
-            "leased_bytes": v.leased_bytes, "gid": v.gid, "connected_s": v.connected_s,
-            "client_id": v.client_id, "models": v.models, "reserved_bytes": v.reserved_bytes,
-            "waiting": v.waiting, "pidfd": bool(v.pidfd)}
+    o = {"pid": v.pid, "uid": v.uid, "name": text(v.name), "leases": v.leases,
+         "leased_bytes": v.leased_bytes, "gid": v.gid, "connected_s": v.connected_s,
+         "client_id": v.client_id, "models": v.models, "reserved_bytes": v.reserved_bytes,
+         "waiting": v.waiting, "pidfd": bool(v.pidfd),
+         "declared_bytes": v.declared_bytes, "measurable": bool(v.measurable)}
+    # The reconciled books of its process: no numbers where nothing is measured.
+    if v.measurable:
+        o["measured_bytes"] = v.measured_bytes
+        o["undeclared_bytes"] = v.undeclared_bytes
+    else:
+        o["measured"] = "cannot measure: no per-process device memory here"
+    o["books"] = [_books(v.books[i]) for i in range(v.nbooks)]
+    return o
 
 
 def model_info(v):
@@ -230,6 +248,7 @@ def telemetry(lib, e):
         "waited_ms": e.waited_ms,
         "detail": text(e.detail),
         "dropped": e.dropped,
+        "declared_bytes": e.declared_bytes,
     }
 
 

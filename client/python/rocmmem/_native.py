@@ -140,11 +140,21 @@ class ProcessInfo(ctypes.Structure):
     _fields_ = [("pid", c_int32), ("vram_bytes", c_uint64), ("client", c_int)]
 
 
+class ClientBooks(ctypes.Structure):
+    _fields_ = [("device", c_device_index), ("measurable", c_int),
+                ("declared_bytes", c_uint64), ("measured_bytes", c_uint64),
+                ("undeclared_bytes", c_uint64)]
+
+
 class ClientInfo(ctypes.Structure):
     _fields_ = [("pid", c_int32), ("uid", c_uint32), ("gid", c_uint32), ("name", c_char_p),
                 ("leases", c_uint32), ("leased_bytes", c_uint64), ("connected_s", c_uint64),
                 ("client_id", c_uint64), ("models", c_uint32), ("reserved_bytes", c_uint64),
-                ("waiting", c_uint32), ("pidfd", c_int)]
+                ("waiting", c_uint32), ("pidfd", c_int),
+                # 1.1: the reconciled books of its process
+                ("books", ctypes.POINTER(ClientBooks)), ("nbooks", c_size_t),
+                ("measurable", c_int), ("declared_bytes", c_uint64),
+                ("measured_bytes", c_uint64), ("undeclared_bytes", c_uint64)]
 
 
 class LimitInfo(ctypes.Structure):
@@ -207,7 +217,8 @@ class TelemetryEvent(ctypes.Structure):
                 ("client_name", c_char_p), ("client_id", c_uint64), ("has_device", c_int),
                 ("device", c_device_index), ("bytes", c_uint64), ("lease_id", c_uint64),
                 ("model_id", c_uint64), ("model_name", c_char_p), ("error", c_int),
-                ("waited_ms", c_uint64), ("detail", c_char_p), ("dropped", c_uint32)]
+                ("waited_ms", c_uint64), ("detail", c_char_p), ("dropped", c_uint32),
+                ("declared_bytes", c_uint64)]
 
 
 class Event(ctypes.Structure):
@@ -252,6 +263,7 @@ STRUCTS = {
     "rocmmem_device_info": DeviceInfo,
     "rocmmem_process_info": ProcessInfo,
     "rocmmem_client_info": ClientInfo,
+    "rocmmem_client_books": ClientBooks,
     "rocmmem_lease_info": LeaseInfo,
     "rocmmem_model_info": ModelInfo,
     "rocmmem_waiter_info": WaiterInfo,

@@ -47,7 +47,7 @@ import os
 import threading
 
 import rocmmem
-from . import _fptorch, _holding
+from . import _books, _fptorch, _holding
 from ._fptorch import GPUUnavailable
 from .sizes import format_size
 
@@ -122,6 +122,18 @@ def _say(message):
 
 def _fmt(n):
     return format_size(int(n))
+
+
+def _books_note(r, e):
+    """What rocmmemd's books say of this process on e's device, for a log line ("; rocmmemd
+    measures 9 GiB, declared 6 GiB: ..."), or "" (quiet, no answer, no books)."""
+    if os.environ.get("ROCMMEM_FRAMEPACK_QUIET") == "1":
+        return ""
+    try:
+        text = _books.books_text(r.client.status(), os.getpid(), e.device)
+    except Exception:
+        return ""
+    return f"; {text}" if text else ""
 
 
 # --- the daemon's side ---------------------------------------------------------------------
@@ -354,7 +366,7 @@ def _place(r, model, target_device, e, weights, extra=0):
     if weights >= e.size:
         if not e.complete:
             model.to(device=target_device)
-            _say(f"loaded {e.name} to {target_device} ({_fmt(e.size)})")
+            _say(f"loaded {e.name} to {target_device} ({_fmt(e.size)}){_books_note(r, e)}")
             with _lock:
                 _counts["loads"] += 1
         e.complete = True
@@ -372,7 +384,8 @@ def _place(r, model, target_device, e, weights, extra=0):
         e.moved.add(id(m))
         e.loaded += n
     if e.loaded > before:
-        _say(f"loaded {_fmt(e.loaded)} of {e.name} ({_fmt(e.size)}) to {target_device}")
+        _say(f"loaded {_fmt(e.loaded)} of {e.name} ({_fmt(e.size)}) to {target_device}"
+             f"{_books_note(r, e)}")
         with _lock:
             _counts["loads"] += 1
 

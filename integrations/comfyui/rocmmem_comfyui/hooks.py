@@ -191,10 +191,22 @@ class _Hooks:
         finally:
             with self.lock:
                 self.after()
+            st = self.status_for_log()
             for device in sorted({e.device for e, _ in plan}):
                 rows = [r for r in self.rows(device) if r[4] == "in use"]
                 log.info("rocmmem: %s", report.step_line(
-                    device, rows, report.torch_bytes(device)))
+                    device, rows, report.torch_bytes(device),
+                    report.books_line(st, os.getpid(), device)))
+
+    def status_for_log(self):
+        """rocmmemd's status for the step's log line (its books of this process), or None
+        when the line is not logged or the daemon does not answer."""
+        if not log.isEnabledFor(logging.INFO):
+            return None
+        try:
+            return self.client.status()
+        except Exception:
+            return None
 
     def free_memory(self, memory_required, device, *args, **kwargs):
         if self.depth() > 0 or not self.active():

@@ -7,8 +7,8 @@ ComfyUI itself counts as loaded (LoadedModel.model_loaded_memory()) and, per pro
 device, PyTorch's own counters (torch.cuda.memory_allocated and memory_reserved, where PyTorch
 has a GPU) and what rocmmemd measures of the process (its telemetry: KFD's per-process VRAM on
 AMD, NVML's on NVIDIA; nothing on the host backend). measured() is the one place that reads
-the daemon's measurement: when rocmmemd reconciles its books with what each process holds, its
-per-client figure replaces the telemetry one there.
+the daemon's measurement: its reconciled books (status' per-client declared, measured and
+undeclared bytes, rocmmem._books), or with a daemon without them, the device's process list.
 """
 import logging
 import sys
@@ -51,8 +51,32 @@ def torch_bytes(device):
         return None
 
 
+def books(st, pid, device):
+    """rocmmemd's reconciled books of process pid on device, as rocmmem._books.books_of
+    ((declared, measured, undeclared); measured None: not measurable), or None."""
+    try:
+        from rocmmem._books import books_of
+    except ImportError:
+        return None
+    return books_of(st, pid, device)
+
+
+def books_line(st, pid, device):
+    """The books of pid on device in words, or None (rocmmem._books.books_text)."""
+    try:
+        from rocmmem._books import books_text
+    except ImportError:
+        return None
+    return books_text(st, pid, device)
+
+
 def measured(st, pid, device):
     """(bytes, source) rocmmemd measured for process pid on device, or (None, why not)."""
+    b = books(st, pid, device)
+    if b is not None:
+        if b[1] is None:
+            return None, "rocmmemd cannot measure a process's GPU memory on its host backend"
+        return b[1], "reconciled books"
     d = next((x for x in st.get("devices", []) if x.get("index") == device), None)
     if d is None:
         return None, "no such device"
@@ -82,11 +106,17 @@ def format_status(st, hooked=None):
                      f"{size(dev['free_bytes'])}")
     lines.append("clients:")
     for c in st.get("clients", []):
-        lines.append(f"  pid {c['pid']} {c.get('name', '')}: "
-                     f"{count(c.get('models', 0), 'model')}, "
-                     f"{size(c.get('reserved_bytes', 0))} reserved, "
-                     f"{count(c.get('leases', 0), 'lease')}, "
-                     f"{size(c.get('leased_bytes', 0))} leased")
+        line = (f"  pid {c['pid']} {c.get('name', '')}: "
+                f"{count(c.get('models', 0), 'model')}, "
+                f"{size(c.get('reserved_bytes', 0))} reserved, "
+                f"{count(c.get('leases', 0), 'lease')}, "
+                f"{size(c.get('leased_bytes', 0))} leased")
+        if c.get("measurable"):
+            line += (f"; measured {size(c.get('measured_bytes', 0))}, "
+                     f"{size(c.get('undeclared_bytes', 0))} undeclared")
+        elif "measurable" in c:
+            line += "; cannot measure"
+        lines.append(line)
     models = st.get("models", [])
     lines.append("models:" if models else "models: none")
     for m in models:
@@ -124,17 +154,23 @@ def format_own(st, pid, rows, torch_for):
         if t is not None:
             lines.append(f"  PyTorch on this device: {size(t[0])} allocated, {size(t[1])} "
                          "held by its cache")
+        b = books(st, pid, device)
         got, source = measured(st, pid, device)
         if got is None:
             lines.append(f"  measured: {source}")
+        elif b is not None:
+            line = (f"  measured by rocmmemd ({source}): {size(got)}, declared "
+                    f"{size(b[0])}")
+            lines.append(line + (f": {size(b[2])} undeclared, charged" if b[2] else ""))
         else:
             lines.append(f"  measured by rocmmemd ({source}): {size(got)}")
     return "\n".join(lines)
 
 
-def step_line(device, rows, torch_pair):
+def step_line(device, rows, torch_pair, measured_text=None):
     """The log line after ComfyUI loads models for a step: what is declared for it, and the
-    real bytes beside (ComfyUI's count per model, PyTorch's for the process)."""
+    real bytes beside (ComfyUI's count per model, PyTorch's for the process, and rocmmemd's
+    books of the process: measured_text, books_line's words)."""
     parts = []
     for _, name, declared, real, *_ in rows:
         if real is None:
@@ -145,4 +181,6 @@ def step_line(device, rows, torch_pair):
             + ", ".join(parts))
     if torch_pair is not None:
         line += f"; PyTorch: {size(torch_pair[0])} allocated"
+    if measured_text:
+        line += f"; {measured_text}"
     return line
