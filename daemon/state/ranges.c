@@ -114,6 +114,20 @@ void ranges_finish(struct ranges *r)
 	r->free = r->count = 0;
 }
 
+static void each(const struct range_node *t, void (*fn)(void *, uint64_t, uint64_t), void *ctx)
+{
+	for (; t; t = t->right) {
+		each(t->left, fn, ctx);
+		fn(ctx, t->start, t->len);
+	}
+}
+
+void ranges_each(const struct ranges *r, void (*fn)(void *ctx, uint64_t start, uint64_t n),
+		 void *ctx)
+{
+	each(r->root, fn, ctx);
+}
+
 uint64_t ranges_largest(const struct ranges *r)
 {
 	return longest(r->root);

@@ -47,6 +47,10 @@ int ranges_free(struct ranges *r, uint64_t start, uint64_t n);
  */
 int ranges_claim(struct ranges *r, uint64_t start, uint64_t n);
 
+/* ranges_each calls fn for every free range, in order. */
+void ranges_each(const struct ranges *r, void (*fn)(void *ctx, uint64_t start, uint64_t n),
+		 void *ctx);
+
 /* ranges_largest is the longest free range (0 when none is free). */
 uint64_t ranges_largest(const struct ranges *r);
 
