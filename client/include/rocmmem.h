@@ -428,6 +428,11 @@ struct rocmmem_daemon_info {
 	int host_fallback;
 	const char *host_fallback_reason;
 	uint64_t heap_bytes; /* the daemon's heap in use (malloc's own count); 0: unknown */
+	/* The daemon's open file descriptors and its limit (RLIMIT_NOFILE); 0: unknown (an older
+	 * daemon, or a telemetry sample). Host leases cost it one fd per client arena, not one
+	 * per lease. */
+	uint64_t fds_open;
+	uint64_t fds_limit;
 };
 
 struct rocmmem_device_info {
