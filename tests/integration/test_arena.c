@@ -313,6 +313,51 @@ static void test_no_range_fits_gives_a_memfd(void **state)
 	unlink(conf);
 }
 
+/* A revoked lease's range is punched: the mapping the client keeps reads zeros. */
+static void test_revoked_lease_reads_zeros(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
+	struct rocmmem_model_desc desc = {.struct_size = sizeof(desc), .name = "unet"};
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 4 * MiB};
+	struct rocmmem_evict_result res = ROCMMEM_EVICT_RESULT_INIT;
+	struct daemon_proc d;
+	rocmmem_client *owner, *admin;
+	rocmmem_lease *keep, *l = NULL;
+	uint8_t *p;
+	int fd;
+
+	(void)state;
+	assert_int_equal(harness_daemon_start(&d, args), 0);
+	owner = harness_connect(&d, "owner");
+	admin = harness_connect(&d, "admin");
+	keep = acquire(owner, 2 * MiB);
+	assert_int_equal(rocmmem_model_register(owner, &desc, &req.model_id), 0);
+	assert_int_equal(rocmmem_lease_acquire(owner, &req, &l), 0);
+	p = rocmmem_lease_ptr(l);
+	memset(p, 0xee, 4 * MiB);
+	assert_int_equal(arena_fds(&fd), 1);
+	/* The owner never acks: its model is revoked at the deadline, the tagged lease with it. */
+	assert_int_equal(rocmmem_model_evict(admin, req.model_id, &res), 0);
+	assert_true(res.revoked);
+	errno = 0;
+	assert_int_equal(lseek(fd, (off_t)2 * MiB, SEEK_DATA), -1);
+	assert_int_equal(errno, ENXIO);
+	assert_int_equal(p[0], 0);
+	assert_int_equal(p[4 * MiB - 1], 0);
+	/* The owner learns it from the event: then its release is quietly fine. */
+	for (long end = harness_now_ms() + HARNESS_WAIT_MS;
+	     !rocmmem_lease_revoked(l) && harness_now_ms() < end;) {
+		rocmmem_dispatch(owner);
+		usleep(5000);
+	}
+	assert_true(rocmmem_lease_revoked(l));
+	assert_int_equal(rocmmem_lease_release(l), 0);
+	assert_int_equal(rocmmem_lease_release(keep), 0);
+	rocmmem_disconnect(admin);
+	rocmmem_disconnect(owner);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* grant_and_die takes a lease (the arena's fd comes with it) and is killed before mapping it. */
 static int grant_and_die(void *arg, int in, int out)
 {
@@ -364,6 +409,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_client_dies_between_grant_and_map, after_each),
 	    cmocka_unit_test(test_fds_do_not_grow_with_leases),
 	    cmocka_unit_test(test_no_range_fits_gives_a_memfd),
+	    cmocka_unit_test(test_revoked_lease_reads_zeros),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
