@@ -51,6 +51,8 @@ json_object *ctl_daemon_json(const struct rocmmem_daemon_info *d, bool fallback)
 		ctl_json_bool(o, "host_fallback", d->host_fallback);
 		ctl_json_str(o, "host_fallback_reason",
 			     d->host_fallback_reason ? d->host_fallback_reason : "");
+		ctl_json_u64(o, "fds_open", d->fds_open);
+		ctl_json_u64(o, "fds_limit", d->fds_limit);
 	}
 	return o;
 }

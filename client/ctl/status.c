@@ -456,6 +456,10 @@ static int print_view(const struct ctl *ctl, const rocmmem_status *st)
 		printf("%s\n", line);
 	printf("rocmmemd %s, pid %d, up %s, backend %s\n", d->version, (int)d->pid,
 	       ctl_duration(d->uptime_s, t, sizeof(t)), d->backend);
+	/* What one client can exhaust: host leases take an fd per client arena, not per lease. */
+	if (d->fds_limit)
+		printf("fds %llu of %llu\n", (unsigned long long)d->fds_open,
+		       (unsigned long long)d->fds_limit);
 	print_counters(rocmmem_status_counters(st));
 	print_limits(st);
 	rc = print_one(ctl, &tables[0], st);

@@ -276,7 +276,8 @@ enum rocmmem_handle_kind {
  * Flags for rocmmem_lease_request.flags.
  * ROCMMEM_LEASE_NOMAP: do not map the lease into this process; rocmmem_lease_ptr returns NULL
  * and the raw handles stay open for the caller to import (rocmmem_lease_fd_at,
- * rocmmem_lease_ipc_handle): for hosts that drive the GPU runtime themselves.
+ * rocmmem_lease_ipc_handle): for hosts that drive the GPU runtime themselves. A host lease
+ * asked this way always has a sealed memfd of its own (never a range of the host arena).
  */
 #define ROCMMEM_LEASE_NOMAP 0x1u
 
@@ -348,15 +349,19 @@ ROCMMEM_EXPORT enum rocmmem_handle_kind rocmmem_lease_handle_kind(const rocmmem_
  * rocmmem_lease_ptr returns where the lease's rocmmem_lease_size bytes are: for a host lease
  * its read-write mapping in this process; for a GPU lease its device address (pass it to
  * hipMemcpy, cuMemcpy, kernels or torch); NULL for a lease acquired with ROCMMEM_LEASE_NOMAP.
- * The library unmaps it at release.
+ * The library unmaps it at release; a host lease in the client's arena (below) stays mapped,
+ * punched by the daemon (it reads zeros) until its range is granted again.
  */
 ROCMMEM_EXPORT void *rocmmem_lease_ptr(const rocmmem_lease *lease);
 
 /*
  * rocmmem_lease_fd returns the lease's first fd kept open (a host lease's sealed memfd; a
  * NOMAP GPU lease's first handle), or -1 when it has none (an imported GPU lease: its handles
- * were closed once imported). The fd stays owned by the library and is closed at release:
- * dup() it to keep it.
+ * were closed once imported; a host lease that is a range of the client's host arena, the
+ * default with a daemon that offers arenas: one memfd per client and device, mapped once, which
+ * the library keeps until disconnect; ROCMMEM_HOST_ARENA=0 in the environment at connect gives
+ * every host lease a memfd of its own). The fd stays owned by the library and is closed at
+ * release: dup() it to keep it.
  */
 ROCMMEM_EXPORT int rocmmem_lease_fd(const rocmmem_lease *lease);
 
@@ -428,6 +433,11 @@ struct rocmmem_daemon_info {
 	int host_fallback;
 	const char *host_fallback_reason;
 	uint64_t heap_bytes; /* the daemon's heap in use (malloc's own count); 0: unknown */
+	/* The daemon's open file descriptors and its limit (RLIMIT_NOFILE); 0: unknown (an older
+	 * daemon, or a telemetry sample). Host leases cost it one fd per client arena, not one
+	 * per lease. */
+	uint64_t fds_open;
+	uint64_t fds_limit;
 };
 
 struct rocmmem_device_info {

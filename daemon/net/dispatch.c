@@ -47,6 +47,26 @@ static void default_name(struct client *c)
 		snprintf(c->holder->name, sizeof(c->holder->name), "[%s]", comm);
 }
 
+/* The holder's feature bits are the wire's. */
+_Static_assert(HOLDER_HOST_ARENA == (unsigned)ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA,
+	       "feature bits");
+
+/*
+ * features_taken picks, of the bits a client offers, those this daemon uses with it: a host
+ * arena where some device serves host memory. Unknown bits are a newer client's: ignored.
+ */
+static uint32_t features_taken(const struct server *s, const Rocmmem__Wire__Hello *hello)
+{
+	uint32_t taken = 0;
+
+	if (!hello->has_features || !(hello->features & HOLDER_HOST_ARENA))
+		return 0;
+	for (unsigned i = 0; i < s->svc.state.ndevices; i++)
+		if (device_keeps_fds(&s->svc.state.devices[i]))
+			taken |= HOLDER_HOST_ARENA;
+	return taken;
+}
+
 static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hello *hello)
 {
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
@@ -64,6 +84,7 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	else
 		default_name(c);
 	c->greeted = true;
+	c->holder->features = features_taken(s, hello);
 	handshake_end(&s->handshake, c);
 	body.has_protocol_version = true;
 	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
@@ -77,6 +98,9 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	body.max_daemon_frame = WIRE_MAX_FRAME;
 	body.has_client_id = true;
 	body.client_id = c->id;
+	/* Always sent, 0 included: a client tells this daemon from one that predates it. */
+	body.has_features = true;
+	body.features = c->holder->features;
 	reply.has_id = true;
 	reply.id = id;
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
@@ -156,6 +180,7 @@ static void memory_request(struct client *c, const Rocmmem__Wire__ClientMessage 
 		r.timeout_ms = q->has_timeout_ms ? q->timeout_ms : 0;
 		r.tag = q->tag;
 		r.progress = q->has_progress && q->progress;
+		r.own_memfd = q->has_own_memfd && q->own_memfd;
 		break;
 	}
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_MODEL_ACQUIRE:
@@ -216,10 +241,17 @@ static void model_redeclare(struct client *c, uint64_t id, const Rocmmem__Wire__
 static void lease_redeclare(struct client *c, uint64_t id, const Rocmmem__Wire__LeaseRedeclare *q,
 			    int *fds, unsigned nfds)
 {
+	bool arena =
+	    q->has_handle_kind && q->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_ARENA;
 	struct svc_lease_redeclare r = {
 	    .complete = q->has_lease_id && q->lease_id != 0 && q->has_size && q->size != 0 &&
-			q->has_device && q->has_handle_kind && q->has_fd_count &&
-			q->fd_count == nfds && nfds > 0 && nfds <= BACKEND_MAX_CHUNKS,
+			q->has_device && q->has_handle_kind &&
+			(arena ? nfds == 0 && (!q->has_fd_count || q->fd_count == 0) &&
+				     q->has_offset && q->has_arena_id
+			       : q->has_fd_count && q->fd_count == nfds && nfds > 0 &&
+				     nfds <= BACKEND_MAX_CHUNKS),
+	    .offset = q->offset,
+	    .arena_id = q->arena_id,
 	    .lease_id = q->lease_id,
 	    .device = q->device,
 	    .size = q->size,
@@ -228,7 +260,28 @@ static void lease_redeclare(struct client *c, uint64_t id, const Rocmmem__Wire__
 	    .chunk_sizes = q->chunk_sizes,
 	    .model_id = q->has_model_id ? q->model_id : 0};
 
-	svc_lease_redeclare(&c->server->svc, c->id, id, &r, fds, nfds);
+	if (arena && r.complete)
+		svc_arena_lease_redeclare(&c->server->svc, c->id, id, &r);
+	else
+		svc_lease_redeclare(&c->server->svc, c->id, id, &r, fds, nfds);
+}
+
+/* arena_redeclare turns a re-declared arena (its memfd attached) into the service's form. */
+static void arena_redeclare(struct client *c, uint64_t id, const Rocmmem__Wire__ArenaRedeclare *q,
+			    int *fds, unsigned nfds)
+{
+	struct svc_arena_redeclare r = {
+	    .complete = q->has_arena_id && q->has_device && q->has_size && q->size != 0 &&
+			q->has_fd_count && q->fd_count == nfds && nfds == 1,
+	    .arena_id = q->arena_id,
+	    .device = q->device,
+	    .size = q->size};
+
+	if (nfds > 1) {
+		wire_close_fds(fds + 1, nfds - 1);
+		r.complete = false;
+	}
+	svc_arena_redeclare(&c->server->svc, c->id, id, &r, nfds > 0 ? fds[0] : -1);
 }
 
 /* dispatch_model serves the requests of a model's owner; false when msg is none of them. */
@@ -299,6 +352,9 @@ static void dispatch_other(struct client *c, const Rocmmem__Wire__ClientMessage 
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE:
 		lease_redeclare(c, id, msg->lease_redeclare, NULL, 0);
 		break;
+	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ARENA_REDECLARE:
+		arena_redeclare(c, id, msg->arena_redeclare, NULL, 0);
+		break;
 	case ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_REDECLARE_DONE:
 		svc_redeclare_done(&s->svc, c->id, id);
 		break;
@@ -354,8 +410,11 @@ void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 	id = msg->has_id ? msg->id : 0;
 	if (nfds > 0 && id != 0 && c->greeted &&
 	    msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_REDECLARE) {
-		/* The one request that carries descriptors: memory held across a restart. */
+		/* The requests that carry descriptors: memory held across a restart. */
 		lease_redeclare(c, id, msg->lease_redeclare, fds, nfds);
+	} else if (nfds > 0 && id != 0 && c->greeted &&
+		   msg->body_case == ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ARENA_REDECLARE) {
+		arena_redeclare(c, id, msg->arena_redeclare, fds, nfds);
 	} else if (nfds > 0) {
 		/* No request takes descriptors: close them so they cannot pile up here. */
 		wire_close_fds(fds, nfds);

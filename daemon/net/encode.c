@@ -4,6 +4,7 @@
 
 #include "client.h"
 #include "server.h"
+#include "state/arena.h"
 
 /* The backends' handle kinds are the wire's numbers: a grant carries them as they are. */
 _Static_assert((int)BACKEND_HANDLE_MEMFD == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD,
@@ -13,6 +14,8 @@ _Static_assert((int)BACKEND_HANDLE_VMM_FD == (int)ROCMMEM__WIRE__HANDLE_KIND__HA
 _Static_assert((int)BACKEND_HANDLE_DMABUF == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_DMABUF,
 	       "handle kinds");
 _Static_assert((int)BACKEND_HANDLE_IPC == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_IPC,
+	       "handle kinds");
+_Static_assert((int)BACKEND_HANDLE_ARENA == (int)ROCMMEM__WIRE__HANDLE_KIND__HANDLE_ARENA,
 	       "handle kinds");
 
 /* The policy's reasons and the progress's ends are the wire's numbers. */
@@ -66,6 +69,12 @@ static void lease_grant(Rocmmem__Wire__LeaseGrant *body, const struct lease *l,
 		body->has_model_generation = true;
 		body->model_generation = l->model->generation;
 	}
+	if (l->arena) {
+		body->has_offset = body->has_arena_id = body->has_arena_size = true;
+		body->offset = l->offset;
+		body->arena_id = l->arena->id;
+		body->arena_size = l->arena->size;
+	}
 }
 
 /* reply_lease sends a lease's grant with its fds. */
@@ -77,6 +86,12 @@ static void reply_lease(struct client *c, Rocmmem__Wire__Reply *reply, const str
 	lease_grant(&body, l, &c->server->svc.state.devices[l->device], r->waited_ms);
 	reply->body_case = ROCMMEM__WIRE__REPLY__BODY_LEASE;
 	reply->lease = &body;
+	if (l->arena) {
+		/* The arena's fd rides with its first lease only: afterwards offsets suffice. */
+		body.fd_count = r->send_arena_fd ? 1 : 0;
+		client_reply(c, reply, &l->arena->fd, body.fd_count);
+		return;
+	}
 	client_reply(c, reply, l->alloc.fds, l->alloc.nfds);
 }
 

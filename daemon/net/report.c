@@ -10,7 +10,9 @@
 
 #include "client.h"
 #include "platform/backend/registry.h"
+#include "platform/fdlimit.h"
 #include "server.h"
+#include "state/arena.h"
 #include "version.h"
 
 /*
@@ -50,6 +52,8 @@ void report_daemon(Rocmmem__Wire__DaemonInfo *o, const struct server *s)
 		o->host_fallback_reason = (char *)backend_host_fallback();
 	}
 	o->has_heap_bytes = heap_in_use(&o->heap_bytes);
+	o->has_fds_open = o->has_fds_limit = true;
+	fdlimit_read(&o->fds_limit, &o->fds_open);
 }
 
 static void report_telemetry(Rocmmem__Wire__DeviceTelemetry *o, const struct device *d,
@@ -195,6 +199,27 @@ void report_device(struct report_device *out, const struct server *s, const stru
 	}
 }
 
+/* report_arena adds a client's host arenas (their sizes and use summed; the largest free
+ * range of any) and its leases that fitted none. */
+static void report_arena(Rocmmem__Wire__ClientInfo *o, const struct holder *c)
+{
+	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
+		const struct arena *a = c->arena[i];
+
+		if (!a)
+			continue;
+		o->has_arena_bytes = o->has_arena_used_bytes = o->has_arena_largest_free = true;
+		o->arena_bytes += a->size;
+		o->arena_used_bytes += a->used;
+		if (arena_largest_free(a) > o->arena_largest_free)
+			o->arena_largest_free = arena_largest_free(a);
+	}
+	if (c->features & HOLDER_HOST_ARENA) {
+		o->has_arena_fallbacks = true;
+		o->arena_fallbacks = c->arena_fallbacks;
+	}
+}
+
 void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_t now)
 {
 	rocmmem__wire__client_info__init(o);
@@ -221,6 +246,7 @@ void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_
 	o->waiting = c->waiter_count;
 	o->has_pidfd = true;
 	o->pidfd = c->who.pidfd;
+	report_arena(o, c);
 }
 
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now)

@@ -25,6 +25,9 @@ enum statefile_kind {
 	STATEFILE_LEASE_MEMFD = 1, /* a host lease: a sealed memfd, known by its inode */
 	STATEFILE_LEASE_VMM = 2,   /* GPU VMM physical memory exported as fds, nchunks of them */
 	STATEFILE_MODEL = 3,	   /* a model's reservation (size bytes, tag its name) */
+	STATEFILE_ARENA = 4, /* a holder's host arena: id, size, its memfd's ino_dev and ino */
+	STATEFILE_LEASE_ARENA = 5, /* a host lease in an arena: ino_dev holds the arena's id and
+				    * ino the lease's offset in it */
 };
 
 struct statefile_record {

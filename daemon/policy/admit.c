@@ -166,6 +166,7 @@ static bool lease_template(const struct state *s, const struct policy_config *cf
 	t->device = r->device;
 	t->size = size;
 	t->requested = r->requested;
+	t->own_memfd = r->own_memfd;
 	snprintf(t->tag, sizeof(t->tag), "%s", r->tag ? r->tag : "");
 	return true;
 }

@@ -66,6 +66,7 @@ struct policy_request {
 	int64_t timeout_ms; /* 0: never wait; < 0: no limit */
 	const char *tag;    /* leases */
 	bool progress;	    /* tell it what it waits for while it waits (service/progress.c) */
+	bool own_memfd;	    /* host leases: a memfd of its own, not a range of an arena */
 };
 
 enum policy_verdict {

@@ -20,6 +20,7 @@
 #include "platform/memfd.h"
 #include "reply.h"
 #include "size.h"
+#include "state/arena.h"
 
 int adopt_state_path(const char *explicit, const char *socket, bool activated, char *out,
 		     size_t len)
@@ -53,6 +54,10 @@ const char *adopt_kind_name(uint8_t kind)
 		return "memfd";
 	case STATEFILE_LEASE_VMM:
 		return "vmm-fd";
+	case STATEFILE_LEASE_ARENA:
+		return "arena";
+	case STATEFILE_ARENA:
+		return "arena's memfd";
 	default:
 		return "reservation";
 	}
@@ -76,6 +81,9 @@ static bool plausible(const struct svc *svc, const struct statefile_record *r)
 		       r->nchunks <= BACKEND_MAX_CHUNKS;
 	case STATEFILE_MODEL:
 		return r->nchunks == 0;
+	case STATEFILE_ARENA:
+	case STATEFILE_LEASE_ARENA:
+		return d->handle_kind == BACKEND_HANDLE_MEMFD && r->nchunks == 0;
 	default:
 		return false;
 	}
@@ -116,6 +124,7 @@ void adopt_grace_over(struct svc *svc)
 		return;
 	ad->books->grace_slot = 0; /* taken off already */
 	ad->books->grace_over = true;
+	adopt_arenas_forget(svc, -1);
 	snprintf(why, sizeof(why), "not re-declared within %.3g s of the start",
 		 (double)ad->grace_ms / 1000.0);
 	for (size_t i = 0; i < ad->books->leases.n; i++)
@@ -127,6 +136,15 @@ void adopt_grace_over(struct svc *svc)
 	ad->svc->pump(ad->svc);
 }
 
+/* load_sets makes room for n records in each set. Returns 0 or -ENOMEM. */
+static int load_sets(struct adoption *b, size_t n)
+{
+	b->leases.v = calloc(n, sizeof(struct pending));
+	b->models.v = calloc(n, sizeof(struct pending));
+	b->arenas.v = calloc(n, sizeof(struct pending));
+	return b->leases.v && b->models.v && b->arenas.v ? 0 : -ENOMEM;
+}
+
 /* load takes over the records of the previous daemon; returns how many were plausible. */
 static int load(struct adopt *ad)
 {
@@ -135,9 +153,7 @@ static int load(struct adopt *ad)
 	uint64_t held[BACKEND_MAX_DEVICES] = {0};
 	int err;
 
-	ad->books->leases.v = calloc(ad->file.loaded ? ad->file.loaded : 1, sizeof(struct pending));
-	ad->books->models.v = calloc(ad->file.loaded ? ad->file.loaded : 1, sizeof(struct pending));
-	if (!ad->books->leases.v || !ad->books->models.v)
+	if (load_sets(ad->books, ad->file.loaded ? ad->file.loaded : 1) < 0)
 		return -ENOMEM;
 	for (uint32_t slot = 0; slot < cap; slot++) {
 		const struct statefile_record *r = statefile_get(&ad->file, slot);
@@ -150,7 +166,9 @@ static int load(struct adopt *ad)
 			bad++;
 			continue;
 		}
-		set = r->kind == STATEFILE_MODEL ? &ad->books->models : &ad->books->leases;
+		set = r->kind == STATEFILE_MODEL   ? &ad->books->models
+		      : r->kind == STATEFILE_ARENA ? &ad->books->arenas
+						   : &ad->books->leases;
 		set->v[set->n].rec = *r;
 		set->v[set->n].slot = slot + 1;
 		set->n++;
@@ -278,8 +296,10 @@ void adopt_finish(struct svc *svc, bool clean)
 	state_deadline_clear(&svc->state, &ad->books->grace_slot);
 	if (ad->have_file)
 		statefile_close(&ad->file, clean);
+	adopt_arenas_forget(svc, -1);
 	free(ad->books->leases.v);
 	free(ad->books->models.v);
+	free(ad->books->arenas.v);
 	memset(ad->books, 0, sizeof(*ad->books));
 	free(ad);
 	svc->adopt = NULL;
@@ -325,6 +345,11 @@ void adopt_lease_granted(struct svc *svc, struct lease *l)
 	statefile_set_next_lease_id(&ad->file, svc->state.leases.ids.next_id);
 	adopt_lease_record(l, &r);
 	switch (l->alloc.handle_kind) {
+	case BACKEND_HANDLE_ARENA:
+		r.kind = STATEFILE_LEASE_ARENA;
+		r.ino_dev = l->arena->id;
+		r.ino = l->offset;
+		break;
 	case BACKEND_HANDLE_MEMFD:
 		/* The memfd's identity: what only its holder can show again. */
 		if (l->alloc.nfds != 1 || memfd_identify(l->alloc.fds[0], &id) < 0)
@@ -385,5 +410,64 @@ void adopt_model_changed(struct svc *svc, struct model *m)
 		m->state_slot = statefile_add(&ad->file, &r, ad->why_full, sizeof(ad->why_full));
 		if (!m->state_slot)
 			note_full(ad);
+	}
+}
+
+void adopt_arena_made(struct svc *svc, struct holder *h, struct arena *a)
+{
+	struct adopt *ad = svc->adopt;
+	struct statefile_record r;
+
+	if (!adopt_recording(svc))
+		return;
+	memset(&r, 0, sizeof(r));
+	r.kind = STATEFILE_ARENA;
+	r.id = a->id;
+	r.device = (uint16_t)a->device;
+	r.size = a->size;
+	r.ino_dev = a->ino_dev;
+	r.ino = a->ino;
+	r.uid = (uint32_t)h->who.uid;
+	r.pid = (int32_t)h->who.pid;
+	a->state_slot = statefile_add(&ad->file, &r, ad->why_full, sizeof(ad->why_full));
+	if (!a->state_slot)
+		note_full(ad);
+}
+
+void adopt_arena_gone(struct svc *svc, struct arena *a)
+{
+	if (!adopt_recording(svc) || !a->state_slot)
+		return;
+	statefile_clear(&svc->adopt->file, a->state_slot);
+	a->state_slot = 0;
+}
+
+struct pending *adopt_arena_pending(struct svc *svc, uint64_t id)
+{
+	struct adopt *ad = svc->adopt;
+
+	if (!ad)
+		return NULL;
+	/* A handful at most (one per process and device): a walk is enough. */
+	for (size_t i = 0; i < ad->books->arenas.n; i++) {
+		struct pending *p = &ad->books->arenas.v[i];
+
+		if (!p->gone && p->rec.id == id)
+			return p;
+	}
+	return NULL;
+}
+
+void adopt_arenas_forget(struct svc *svc, int32_t pid)
+{
+	struct adopt *ad = svc->adopt;
+
+	for (size_t i = 0; ad && i < ad->books->arenas.n; i++) {
+		struct pending *p = &ad->books->arenas.v[i];
+
+		if (p->gone || (pid >= 0 && p->rec.pid != pid))
+			continue;
+		statefile_clear(&ad->file, p->slot);
+		p->gone = true;
 	}
 }

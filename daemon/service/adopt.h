@@ -44,6 +44,12 @@ void adopt_grace_over(struct svc *svc);
 /* Kept current by the service: grants, releases, model registrations and reservations. Cheap:
  * a few stores into the mapped file. */
 void adopt_lease_granted(struct svc *svc, struct lease *l);
+void adopt_arena_made(struct svc *svc, struct holder *h, struct arena *a);
+void adopt_arena_gone(struct svc *svc, struct arena *a);
+/* adopt_arena_pending finds the record of arena id awaiting its holder, or NULL. */
+struct pending *adopt_arena_pending(struct svc *svc, uint64_t id);
+/* adopt_arenas_forget forgets the arena records of pid (every pid: -1) not re-declared. */
+void adopt_arenas_forget(struct svc *svc, int32_t pid);
 void adopt_lease_gone(struct svc *svc, struct lease *l);
 void adopt_model_registered(struct svc *svc);
 void adopt_model_changed(struct svc *svc, struct model *m);

@@ -63,7 +63,7 @@ void svc_request(struct svc *svc, const struct policy_request *r)
 		svc_refuse(svc, h->id, r->request_id, &d, 0);
 		break;
 	case POLICY_GRANT:
-		svc_apply_grant(svc, &d, h, r->request_id, NULL, r->tag, d.target);
+		svc_apply_grant(svc, &d, h, r->request_id, NULL, r->tag, d.target, r->own_memfd);
 		/* Smaller now: what it gave back may be what a waiter needs. */
 		if (d.grant == GRANT_MODEL_SHRINK)
 			svc->pump(svc);

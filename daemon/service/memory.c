@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "adopt.h"
+#include "arena.h"
 #include "base/log.h"
 #include "reply.h"
 #include "size.h"
@@ -98,11 +99,19 @@ void svc_lease_released(struct svc *svc, const struct lease *l, enum log_level l
 
 void svc_lease_destroy(struct svc *svc, struct lease *l)
 {
-	if (device_keeps_fds(&svc->state.devices[l->device]))
+	bool in_arena = l->arena != NULL;
+
+	if (!in_arena && device_keeps_fds(&svc->state.devices[l->device]))
 		state_fd_release(&svc->state, l->owner);
 	adopt_lease_gone(svc, l);
 	state_lease_unlink(&svc->state, l);
-	svc_free_allocation(svc, l->device, &l->alloc);
+	if (in_arena) {
+		/* Punched and given back now: nothing blocks, and no fd or job per lease. */
+		svc_arena_lease_gone(svc, l);
+		svc->pump(svc);
+	} else {
+		svc_free_allocation(svc, l->device, &l->alloc);
+	}
 	free(l);
 }
 
@@ -144,14 +153,32 @@ static void grant_failed(struct svc *svc, struct grant_job *g, struct holder *h)
 	svc->pump(svc);
 }
 
-/* grant_reply answers the grant of lease l. */
-static void grant_reply(struct svc *svc, struct holder *h, uint64_t request_id,
-			const struct lease *l, uint64_t waited_ms)
+void svc_lease_made(struct svc *svc, struct holder *h, struct lease *l, uint64_t request_id,
+		    uint64_t model_id, uint64_t waited_ms, bool send_arena_fd)
 {
-	struct svc_reply r = {.kind = SVC_LEASE, .lease = l, .waited_ms = waited_ms};
+	struct svc_reply r = {
+	    .kind = SVC_LEASE, .lease = l, .waited_ms = waited_ms, .send_arena_fd = send_arena_fd};
+	char sz[SIZE_FORMAT_MAX], who[128];
+	struct bus_event e;
 
+	state_lease_link(&svc->state, h, l, model_id, svc_now(svc));
+	adopt_lease_granted(svc, l);
+	svc_lease_event(&e, l, BUS_LEASE_GRANTED);
+	e.waited_ms = waited_ms;
+	bus_emitf(&svc->bus, &e, LOG_LEVEL_DEBUG,
+		  "granted lease %" PRIu64 " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
+		  l->id, size_format(l->size, sz, sizeof(sz)), l->device,
+		  backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "", l->tag,
+		  holder_label(h, who, sizeof(who)), waited_ms);
 	/* If the client cannot take the reply it is dropped, and its teardown reclaims l. */
 	svc_reply(svc, h->id, request_id, &r);
+	/* Exported for this grant only: the client has its own copies now. */
+	if (l->alloc.transient_fds)
+		backend_alloc_close_fds(&l->alloc);
+	/* Bytes in flight are now a model's: of an idle or evicted model they come to a head
+	 * that waits (an eviction to ask, a backfill's surplus): the queues look again. */
+	if (model_id)
+		svc->pump(svc);
 }
 
 static void grant_done(struct job *job)
@@ -160,8 +187,6 @@ static void grant_done(struct job *job)
 	struct svc *svc = g->svc;
 	struct holder *h = state_holder_find(&svc->state, g->holder);
 	struct device *d = &svc->state.devices[job->device];
-	char sz[SIZE_FORMAT_MAX], who[128];
-	struct bus_event e;
 	struct lease *l;
 	int err;
 
@@ -197,34 +222,54 @@ static void grant_done(struct job *job)
 	l->size = job->size;
 	l->alloc = job->alloc;
 	memcpy(l->tag, g->tag, sizeof(l->tag));
-	state_lease_link(&svc->state, h, l, g->model_id, svc_now(svc));
-	adopt_lease_granted(svc, l);
-	svc_lease_event(&e, l, BUS_LEASE_GRANTED);
-	e.waited_ms = g->waited_ms;
-	bus_emitf(&svc->bus, &e, LOG_LEVEL_DEBUG,
-		  "granted lease %" PRIu64 " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
-		  l->id, size_format(l->size, sz, sizeof(sz)), d->index,
-		  backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "", l->tag,
-		  holder_label(h, who, sizeof(who)), g->waited_ms);
-	grant_reply(svc, h, g->request_id, l, g->waited_ms);
-	/* Exported for this grant only: the client has its own copies now. */
-	if (l->alloc.transient_fds)
-		backend_alloc_close_fds(&l->alloc);
-	/* Bytes in flight are now a model's: of an idle or evicted model they come to a head
-	 * that waits (an eviction to ask, a backfill's surplus): the queues look again. */
-	if (g->model_id)
-		svc->pump(svc);
+	svc_lease_made(svc, h, l, g->request_id, g->model_id, g->waited_ms, false);
 out:
 	free(g);
 }
 
+/* arena_grant grants q as a range of h's arena; false: the per-lease path grants it. */
+static bool arena_grant(struct svc *svc, struct holder *h, const struct svc_grant *q)
+{
+	struct device *d = &svc->state.devices[q->device];
+	char why[256], sz[SIZE_FORMAT_MAX];
+	struct policy_decision r;
+	struct lease *l = NULL;
+	bool first = false;
+	int rc = svc_arena_take(svc, h, q, &l, &first, why, sizeof(why));
+
+	if (rc > 0) {
+		svc_lease_made(svc, h, l, q->request_id, q->model_id, q->waited_ms, first);
+		return true;
+	}
+	if (rc == 0)
+		return false;
+	/* Refused as a failed allocation of its own memfd would be (and counted so). */
+	policy_decision_init(&r);
+	policy_refuse(&r, REFUSE_DENIAL, rc, "Could not allocate %s on device %u (%s): %s",
+		      size_format(q->size, sz, sizeof(sz)), d->index, d->name, why);
+	r.device = d->index;
+	r.bytes = q->size;
+	r.waited_ms = q->waited_ms;
+	svc_refuse(svc, h->id, q->request_id, &r, BUS_FAILED);
+	return true;
+}
+
 void svc_grant_lease(struct svc *svc, struct holder *h, uint64_t request_id, unsigned device,
-		     uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms)
+		     uint64_t size, const char *tag, uint64_t model_id, uint64_t waited_ms,
+		     bool own_memfd)
 {
 	struct device *d = &svc->state.devices[device];
 	bool fd = device_keeps_fds(d);
+	struct svc_grant q = {.request_id = request_id,
+			      .device = device,
+			      .size = size,
+			      .tag = tag,
+			      .model_id = model_id,
+			      .waited_ms = waited_ms};
 	struct grant_job *g;
 
+	if (!own_memfd && arena_grant(svc, h, &q))
+		return;
 	/* Counted from here until it is a lease and that lease is gone (or it fails). */
 	if (fd) {
 		struct policy_decision r;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "platform/fdlimit.h"
 #include "version.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -391,6 +392,32 @@ static void out_daemon(struct out *o, const struct svc *s, const struct metrics_
 	out_printf(o, "%s %u\n", clients.name, facts->clients);
 }
 
+/* out_descriptors writes the daemon's descriptors against its limit, and its host arenas. */
+static void out_descriptors(struct out *o, const struct svc *s)
+{
+	static const struct family open = {"rocmmemd_fds_open", "gauge",
+					   "File descriptors the daemon has open now.", 0};
+	static const struct family limit = {"rocmmemd_fds_limit", "gauge",
+					    "The daemon's descriptor limit (RLIMIT_NOFILE).", 0};
+	static const struct family arenas = {"rocmmemd_host_arenas", "gauge",
+					     "Clients' host arenas open (one memfd each).", 0};
+	static const struct family fallbacks = {
+	    "rocmmemd_arena_fallbacks_total", "counter",
+	    "Host leases that fitted no free range of their arena and got a memfd of their own.",
+	    0};
+	uint64_t fds_limit, fds_open;
+
+	fdlimit_read(&fds_limit, &fds_open);
+	out_family(o, &open);
+	out_printf(o, "%s %" PRIu64 "\n", open.name, fds_open);
+	out_family(o, &limit);
+	out_printf(o, "%s %" PRIu64 "\n", limit.name, fds_limit);
+	out_family(o, &arenas);
+	out_printf(o, "%s %" PRIu64 "\n", arenas.name, s->state.arenas);
+	out_family(o, &fallbacks);
+	out_printf(o, "%s %" PRIu64 "\n", fallbacks.name, s->state.arena_fallbacks);
+}
+
 /* out_devices writes the devices' families: what each is, its figures, its models by state. */
 static void out_devices(struct out *o, const struct svc *s)
 {
@@ -464,6 +491,7 @@ ssize_t metrics_format(const struct svc *s, const struct metrics_facts *facts, c
 		return -EMSGSIZE;
 	buf[0] = '\0';
 	out_daemon(&o, s, facts);
+	out_descriptors(&o, s);
 	out_counters(&o, &s->counters);
 	out_limits(&o, s);
 	out_devices(&o, s);

@@ -14,7 +14,8 @@
 #include "size.h"
 
 void svc_apply_grant(struct svc *svc, const struct policy_decision *d, struct holder *h,
-		     uint64_t request_id, struct waiter *w, const char *tag, uint64_t target)
+		     uint64_t request_id, struct waiter *w, const char *tag, uint64_t target,
+		     bool own_memfd)
 {
 	struct model *m = d->model ? state_model_find(&svc->state, d->model) : NULL;
 	char tagged[ROCMMEM_NAME_MAX + 1];
@@ -25,12 +26,13 @@ void svc_apply_grant(struct svc *svc, const struct policy_decision *d, struct ho
 		target = w->target;
 		snprintf(tagged, sizeof(tagged), "%s", w->tag);
 		tag = tagged;
+		own_memfd = w->own_memfd;
 		state_waiter_drop(&svc->state, w);
 		svc_due_changed(svc);
 	}
 	if (d->grant == GRANT_LEASE)
 		svc_grant_lease(svc, h, request_id, d->device, d->bytes, tag, m ? m->id : 0,
-				d->waited_ms);
+				d->waited_ms, own_memfd);
 	else if (m)
 		svc_model_grant(svc, m, d->grant, d->bytes, target, h->id, request_id,
 				d->waited_ms);
@@ -103,7 +105,7 @@ static bool apply_next(struct svc *svc, const struct policy_decision *d)
 			bypassed(svc, d, h);
 		if (d->backfill)
 			backfilled(svc, d, w);
-		svc_apply_grant(svc, d, h, request_id, w, NULL, 0);
+		svc_apply_grant(svc, d, h, request_id, w, NULL, 0, false);
 		return true;
 	case POLICY_REFUSE:
 		if (!w)

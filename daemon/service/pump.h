@@ -18,10 +18,12 @@ void svc_pump(struct svc *svc);
 
 /*
  * svc_apply_grant applies a grant of d->bytes for request_id of holder h, of a request not
- * queued (waiter NULL) or of waiter w (dropped from the books first).
+ * queued (waiter NULL) or of waiter w (dropped from the books first); own_memfd: a host lease
+ * asked for a memfd of its own (a waiter says so itself).
  */
 void svc_apply_grant(struct svc *svc, const struct policy_decision *d, struct holder *h,
-		     uint64_t request_id, struct waiter *w, const char *tag, uint64_t target);
+		     uint64_t request_id, struct waiter *w, const char *tag, uint64_t target,
+		     bool own_memfd);
 
 /* svc_apply_evict asks the owners of d's victims to unload. Returns whether any was asked. */
 bool svc_apply_evict(struct svc *svc, const struct policy_decision *d);

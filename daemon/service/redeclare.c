@@ -13,9 +13,13 @@
 #include <unistd.h>
 
 #include "adopt.h"
+#include "arena.h"
 #include "base/log.h"
 #include "memory.h"
+#include "platform/arenafd.h"
 #include "platform/memfd.h"
+#include "redeclare.h"
+#include "state/arena.h"
 #include "reply.h"
 #include "residency.h"
 #include "service.h"
@@ -33,12 +37,9 @@ struct adopt_job {
 	bool fd; /* counted as a host lease's fd until it is a lease (or is not taken over) */
 };
 
-static void refuse(struct svc *svc, const struct holder *h, uint64_t request_id, int err,
-		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
 /* refuse answers a re-declaration that cannot be taken over, and says so in the log. */
-static void refuse(struct svc *svc, const struct holder *h, uint64_t request_id, int err,
-		   const char *fmt, ...)
+void redeclare_refuse(struct svc *svc, const struct holder *h, uint64_t request_id, int err,
+		      const char *fmt, ...)
 {
 	char why[512], who[128];
 	va_list ap;
@@ -59,23 +60,25 @@ static bool matches_record(struct svc *svc, const struct holder *h, uint64_t req
 	char sz[SIZE_FORMAT_MAX];
 
 	if (p->rec.uid != (uint32_t)h->who.uid) {
-		refuse(svc, h, request_id, -EPERM,
-		       "lease %" PRIu64 " belongs to uid %u, not uid %u", id, (unsigned)p->rec.uid,
-		       (unsigned)h->who.uid);
+		redeclare_refuse(svc, h, request_id, -EPERM,
+				 "lease %" PRIu64 " belongs to uid %u, not uid %u", id,
+				 (unsigned)p->rec.uid, (unsigned)h->who.uid);
 		return false;
 	}
 	if (p->rec.pid != (int32_t)h->who.pid) {
-		refuse(svc, h, request_id, -EPERM,
-		       "lease %" PRIu64 " was granted to pid %d, not pid %d", id, (int)p->rec.pid,
-		       (int)h->who.pid);
+		redeclare_refuse(svc, h, request_id, -EPERM,
+				 "lease %" PRIu64 " was granted to pid %d, not pid %d", id,
+				 (int)p->rec.pid, (int)h->who.pid);
 		return false;
 	}
 	if (req->device != p->rec.device || req->size != p->rec.size ||
-	    (p->rec.kind == STATEFILE_LEASE_MEMFD) != (req->handle_kind == BACKEND_HANDLE_MEMFD)) {
-		refuse(svc, h, request_id, -EPERM,
-		       "lease %" PRIu64 " does not match its record (%s of %s on device %u)", id,
-		       size_format(p->rec.size, sz, sizeof(sz)), adopt_kind_name(p->rec.kind),
-		       p->rec.device);
+	    (p->rec.kind == STATEFILE_LEASE_MEMFD) != (req->handle_kind == BACKEND_HANDLE_MEMFD) ||
+	    (p->rec.kind == STATEFILE_LEASE_ARENA) != (req->handle_kind == BACKEND_HANDLE_ARENA)) {
+		redeclare_refuse(svc, h, request_id, -EPERM,
+				 "lease %" PRIu64
+				 " does not match its record (%s of %s on device %u)",
+				 id, size_format(p->rec.size, sz, sizeof(sz)),
+				 adopt_kind_name(p->rec.kind), p->rec.device);
 		return false;
 	}
 	if (p->rec.kind == STATEFILE_LEASE_VMM &&
@@ -83,17 +86,18 @@ static bool matches_record(struct svc *svc, const struct holder *h, uint64_t req
 	     backend_chunk_plan(p->rec.size, svc->state.devices[p->rec.device].granule, nfds,
 				plan) < 0 ||
 	     memcmp(plan, req->chunk_sizes, nfds * sizeof(uint64_t)) != 0)) {
-		refuse(svc, h, request_id, -EPERM,
-		       "lease %" PRIu64 " was granted as %u chunk(s), not as these %u fd(s)", id,
-		       (unsigned)p->rec.nchunks, nfds);
+		redeclare_refuse(svc, h, request_id, -EPERM,
+				 "lease %" PRIu64
+				 " was granted as %u chunk(s), not as these %u fd(s)",
+				 id, (unsigned)p->rec.nchunks, nfds);
 		return false;
 	}
 	return true;
 }
 
-/* lease_pending finds the record of a lease re-declared by h, refusing what does not match. */
-static struct pending *lease_pending(struct svc *svc, const struct holder *h, uint64_t request_id,
-				     const struct svc_lease_redeclare *req, unsigned nfds)
+struct pending *redeclare_lease_pending(struct svc *svc, const struct holder *h,
+					uint64_t request_id, const struct svc_lease_redeclare *req,
+					unsigned nfds)
 {
 	struct adopt *ad = svc->adopt;
 	uint64_t id = req->lease_id;
@@ -102,27 +106,28 @@ static struct pending *lease_pending(struct svc *svc, const struct holder *h, ui
 	char who[128];
 
 	if (!ad || !ad->have_file) {
-		refuse(svc, h, request_id, -ESTALE,
-		       "lease %" PRIu64 ": this rocmmemd keeps no record of earlier leases", id);
+		redeclare_refuse(
+		    svc, h, request_id, -ESTALE,
+		    "lease %" PRIu64 ": this rocmmemd keeps no record of earlier leases", id);
 		return NULL;
 	}
 	p = pending_find(&ad->books->leases, id);
 	if (!p || p->gone) {
 		live = lease_table_find(&svc->state.leases, id);
 		if (live)
-			refuse(svc, h, request_id, -ESTALE,
-			       "lease %" PRIu64 " was re-declared already, by %s", id,
-			       holder_label(live->owner, who, sizeof(who)));
+			redeclare_refuse(svc, h, request_id, -ESTALE,
+					 "lease %" PRIu64 " was re-declared already, by %s", id,
+					 holder_label(live->owner, who, sizeof(who)));
 		else
-			refuse(svc, h, request_id, -ESTALE,
-			       "no record of lease %" PRIu64
-			       ": never granted, released, or not re-declared in time",
-			       id);
+			redeclare_refuse(svc, h, request_id, -ESTALE,
+					 "no record of lease %" PRIu64
+					 ": never granted, released, or not re-declared in time",
+					 id);
 		return NULL;
 	}
 	if (p->adopting) {
-		refuse(svc, h, request_id, -ESTALE,
-		       "lease %" PRIu64 " is being re-declared already", id);
+		redeclare_refuse(svc, h, request_id, -ESTALE,
+				 "lease %" PRIu64 " is being re-declared already", id);
 		return NULL;
 	}
 	return matches_record(svc, h, request_id, req, p, nfds) ? p : NULL;
@@ -141,8 +146,8 @@ static void settled(struct svc *svc, struct pending *p, const struct backend_all
 	ad->books->open--;
 }
 
-static void adopted(struct svc *svc, struct holder *h, uint64_t request_id, struct pending *p,
-		    const struct backend_alloc *alloc, uint64_t model_id, bool fd)
+void redeclare_adopted(struct svc *svc, struct holder *h, uint64_t request_id, struct pending *p,
+		       const struct backend_alloc *alloc, uint64_t model_id, bool fd)
 {
 	struct adopt *ad = svc->adopt;
 	struct device *d = &svc->state.devices[p->rec.device];
@@ -155,6 +160,10 @@ static void adopted(struct svc *svc, struct holder *h, uint64_t request_id, stru
 		free(l);
 		if (fd)
 			state_fd_release(&svc->state, h);
+		if (p->rec.kind == STATEFILE_LEASE_ARENA) {
+			arenafd_punch(h->arena[p->rec.device]->fd, p->rec.ino, p->rec.size);
+			arena_give(h->arena[p->rec.device], p->rec.ino, p->rec.size);
+		}
 		/* The memory goes back as for a release; the record with it. */
 		settled(svc, p, alloc);
 		svc_reply_error(svc, h->id, request_id, -ENOMEM, "the daemon is out of memory");
@@ -164,6 +173,11 @@ static void adopted(struct svc *svc, struct holder *h, uint64_t request_id, stru
 	l->device = d->index;
 	l->size = p->rec.size;
 	l->alloc = *alloc;
+	if (p->rec.kind == STATEFILE_LEASE_ARENA) {
+		/* Its range, claimed by the caller: arena id and offset are on record. */
+		l->arena = h->arena[p->rec.device];
+		l->offset = p->rec.ino;
+	}
 	snprintf(l->tag, sizeof(l->tag), "%.*s", (int)ROCMMEM_NAME_MAX, p->rec.tag);
 	state_lease_link(&svc->state, h, l, model_id, svc_now(svc));
 	device_hold_to_lease(d, l->size);
@@ -213,9 +227,9 @@ static void adopt_job_done(struct job *job)
 		}
 	} else if (job->err) {
 		if (h)
-			refuse(svc, h, j->request_id, -EPERM,
-			       "lease %" PRIu64 " could not be imported as recorded: %s", p->rec.id,
-			       job->why[0] ? job->why : strerror(-job->err));
+			redeclare_refuse(svc, h, j->request_id, -EPERM,
+					 "lease %" PRIu64 " could not be imported as recorded: %s",
+					 p->rec.id, job->why[0] ? job->why : strerror(-job->err));
 		if (ad->books->grace_over)
 			adopt_forget(ad, p, true,
 				     "its re-declaration failed after the grace period");
@@ -223,7 +237,7 @@ static void adopt_job_done(struct job *job)
 		/* Its holder went away meanwhile: the memory goes back like any lease's. */
 		settled(svc, p, &job->alloc);
 	} else {
-		adopted(svc, h, j->request_id, p, &job->alloc, j->model_id, j->fd);
+		redeclare_adopted(svc, h, j->request_id, p, &job->alloc, j->model_id, j->fd);
 	}
 	free(j);
 	svc->pump(svc);
@@ -258,10 +272,11 @@ static struct pending *checked_lease(struct svc *svc, struct holder *h, uint64_t
 		return NULL;
 	}
 	if (req->handle_kind != BACKEND_HANDLE_MEMFD && req->handle_kind != BACKEND_HANDLE_VMM_FD) {
-		refuse(svc, h, request_id, -ESTALE,
-		       "lease %" PRIu64 ": only memfd and VMM memory outlives the daemon that "
-		       "allocated it",
-		       req->lease_id);
+		redeclare_refuse(svc, h, request_id, -ESTALE,
+				 "lease %" PRIu64
+				 ": only memfd and VMM memory outlives the daemon that "
+				 "allocated it",
+				 req->lease_id);
 		return NULL;
 	}
 	if (h->lease_count + h->jobs >= svc->cfg.limits.max_leases) {
@@ -270,13 +285,13 @@ static struct pending *checked_lease(struct svc *svc, struct holder *h, uint64_t
 				svc->cfg.limits.max_leases);
 		return NULL;
 	}
-	p = lease_pending(svc, h, request_id, req, nfds);
+	p = redeclare_lease_pending(svc, h, request_id, req, nfds);
 	if (!p || p->rec.kind != STATEFILE_LEASE_MEMFD)
 		return p;
 	want = (struct memfd_id){.dev = p->rec.ino_dev, .ino = p->rec.ino, .size = p->rec.size};
 	err = memfd_matches(&want, fds[0], why, sizeof(why));
 	if (err) {
-		refuse(svc, h, request_id, err, "lease %" PRIu64 ": %s", p->rec.id, why);
+		redeclare_refuse(svc, h, request_id, err, "lease %" PRIu64 ": %s", p->rec.id, why);
 		return NULL;
 	}
 	return p;
@@ -508,6 +523,9 @@ void svc_redeclare_done(struct svc *svc, uint64_t holder, uint64_t request_id)
 		state_deadline_clear(&svc->state, &ad->books->grace_slot);
 		svc_due_changed(svc);
 	}
+	/* What it did not re-declare of its arenas holds nothing any more. */
+	adopt_arenas_forget(svc, (int32_t)h->who.pid);
+	svc_arenas_settle(h);
 	log_debug("connection %" PRIu64 " re-declared what it holds; %u record(s) forgotten",
 		  holder, forgotten);
 	svc_reply_ok(svc, holder, request_id);

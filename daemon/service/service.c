@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "measure.h"
+#include "arena.h"
 #include "memory.h"
 #include "pump.h"
 #include "progress_tell.h"
@@ -215,6 +216,8 @@ static void holder_drop(struct svc *svc, struct holder *h)
 		svc_lease_released(svc, l, LOG_LEVEL_DEBUG, "reclaimed");
 		svc_lease_destroy(svc, l);
 	}
+	/* Every lease in its arenas is punched: the arenas go. */
+	svc_arenas_close(svc, h);
 	while ((m = TAILQ_FIRST(&h->models)))
 		svc_model_destroy(svc, m);
 	/* Evictions it asked for as an administrator go on, unanswered. */

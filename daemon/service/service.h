@@ -123,6 +123,16 @@ struct svc_lease_redeclare {
 	unsigned n_chunk_sizes;
 	const uint64_t *chunk_sizes;
 	uint64_t model_id;
+	uint64_t offset; /* BACKEND_HANDLE_ARENA: its offset in arena arena_id */
+	uint64_t arena_id;
+};
+
+/* A host arena a returning client re-declares (its memfd attached). */
+struct svc_arena_redeclare {
+	bool complete; /* it names its id, device and size, with its fd counted */
+	uint64_t arena_id;
+	unsigned device;
+	uint64_t size;
 };
 
 /* A model a returning client re-declares. */
@@ -148,6 +158,13 @@ void svc_lease_redeclare(struct svc *svc, uint64_t holder, uint64_t request_id,
 			 const struct svc_lease_redeclare *req, int *fds, unsigned nfds);
 void svc_model_redeclare(struct svc *svc, uint64_t holder, uint64_t request_id,
 			 const struct svc_model_redeclare *req);
+/* svc_arena_redeclare takes over an arena after a restart: fd is the call's (kept or closed);
+ * answered with success or an error. */
+void svc_arena_redeclare(struct svc *svc, uint64_t holder, uint64_t request_id,
+			 const struct svc_arena_redeclare *req, int fd);
+/* svc_arena_lease_redeclare takes over a lease in an arena re-declared before it (no fd). */
+void svc_arena_lease_redeclare(struct svc *svc, uint64_t holder, uint64_t request_id,
+			       const struct svc_lease_redeclare *req);
 void svc_redeclare_done(struct svc *svc, uint64_t holder, uint64_t request_id);
 
 #endif

@@ -58,6 +58,7 @@ struct svc_reply {
 	bool has_reservation; /* SVC_MODEL */
 	uint64_t bytes;	      /* SVC_TRIM: trimmed; SVC_EVICTED: freed */
 	bool revoked;	      /* SVC_EVICTED */
+	bool send_arena_fd;   /* SVC_LEASE in an arena: its fd goes with it (the first time) */
 };
 
 /* What the service tells a holder unasked (net/ numbers it as an Event). */

@@ -28,8 +28,9 @@ struct pending_set {
 
 struct adoption {
 	struct pending_set leases, models;
-	size_t open;	     /* pending records not adopted or forgotten yet */
-	uint32_t grace_slot; /* the grace period's end in state.deadlines, 0: none */
+	struct pending_set arenas; /* address space, not memory: not counted in open */
+	size_t open;		   /* pending records not adopted or forgotten yet */
+	uint32_t grace_slot;	   /* the grace period's end in state.deadlines, 0: none */
 	bool grace_over;
 };
 

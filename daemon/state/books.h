@@ -18,6 +18,7 @@
 #include "platform/peer.h"
 #include "version.h"
 
+struct arena;
 struct holder;
 struct model;
 
@@ -29,7 +30,9 @@ struct lease {
 	struct model *model; /* the model it counts towards, or NULL */
 	uint64_t created_ms;
 	char tag[ROCMMEM_NAME_MAX + 1];
-	struct backend_alloc alloc;
+	struct backend_alloc alloc; /* empty for a lease in an arena */
+	struct arena *arena;	    /* its holder's arena it is a range of, or NULL */
+	uint64_t offset;	    /* ... at this offset */
 	uint32_t state_slot; /* its record in the state file (daemon/service/adopt.c), 0: none */
 	TAILQ_ENTRY(lease) holder_link;
 	TAILQ_ENTRY(lease) model_link; /* on model->leases while model is not NULL */
@@ -132,6 +135,7 @@ struct waiter {
 	int64_t timeout_ms; /* < 0: no limit */
 	uint64_t enqueued_ms;
 	char tag[ROCMMEM_NAME_MAX + 1];
+	bool own_memfd;	    /* a host lease asked for a memfd of its own */
 	uint64_t due_ms;    /* enqueued_ms + timeout_ms (UINT64_MAX: no limit) */
 	uint32_t heap_slot; /* its deadline in state.deadlines, 0: none */
 	/* Backfilling (docs/residency.md): how often a later request was granted ahead of it,
@@ -162,9 +166,17 @@ struct holder {
 	unsigned model_count;
 	unsigned jobs;	    /* backend jobs in flight for it (allocations, imports, trims) */
 	unsigned fd_leases; /* host leases held or being granted: an fd each (state_fd_take) */
+	uint32_t features;  /* the hello's feature bits the daemon uses with it (HOLDER_*) */
+	/* Its host arena on each device with host memory (created at its first arena lease
+	 * there), and its host leases that fitted no free range of it (a memfd each). */
+	struct arena *arena[BACKEND_MAX_DEVICES];
+	uint64_t arena_fallbacks;
 	struct uid_account *account;  /* its uid's account */
 	TAILQ_ENTRY(holder) uid_link; /* ... of which it is one */
 };
+
+/* Holder feature bits: the wire's Feature numbers (net/ checks). */
+#define HOLDER_HOST_ARENA 1u
 
 /* One uid's holders. */
 struct uid_account {

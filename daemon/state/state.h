@@ -37,7 +37,9 @@ struct state {
 	struct uid_accounts uids; /* per uid: its holders (quotas, connections per uid) */
 	struct idtable waiters;	  /* waiting requests by arrival number */
 	struct heap deadlines;	  /* every deadline: timeouts, evictions, the grace period */
-	uint64_t fd_leases;	  /* host leases held or being granted, all holders */
+	uint64_t fd_leases;	  /* host fds kept (leases' memfds and arenas), all holders */
+	uint64_t arenas;	  /* holders' host arenas open */
+	uint64_t arena_fallbacks; /* host leases that fitted no range of their arena */
 	struct adoption adoption; /* what a previous daemon left, awaiting re-declaration */
 };
 

@@ -53,6 +53,9 @@ static int setup(void **state)
 	const char *env[] = {preload, file_env, NULL};
 
 	(void)state;
+	/* The per-lease path's calls, one memfd per lease: this client asks for no arena (whose
+	 * memfd, made once per connection, would take the first failure only). */
+	setenv("ROCMMEM_HOST_ARENA", "0", 1);
 	seed = fault_seed("fault_memfd");
 	snprintf(fault_dir, sizeof(fault_dir), "/tmp/rocmmem-failinject-XXXXXX");
 	if (!mkdtemp(fault_dir))

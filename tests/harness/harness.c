@@ -527,6 +527,12 @@ Rocmmem__Wire__ServerMessage *harness_raw_recv(int fd, int timeout_ms, bool *eof
 
 int harness_raw_hello(int fd, uint32_t version, const char *name)
 {
+	return harness_raw_hello_features(fd, version, name, false, 0);
+}
+
+int harness_raw_hello_features(int fd, uint32_t version, const char *name, bool has_features,
+			       uint32_t features)
+{
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
 	Rocmmem__Wire__ServerMessage *reply;
@@ -535,6 +541,8 @@ int harness_raw_hello(int fd, uint32_t version, const char *name)
 	hello.has_protocol_version = true;
 	hello.protocol_version = version;
 	hello.client_name = (char *)(uintptr_t)name;
+	hello.has_features = has_features;
+	hello.features = features;
 	msg.has_id = true;
 	msg.id = 1;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;

@@ -172,6 +172,10 @@ Rocmmem__Wire__ServerMessage *harness_raw_recv(int fd, int timeout_ms, bool *eof
 /* harness_raw_hello says hello with the given protocol version; returns the reply's error. */
 int harness_raw_hello(int fd, uint32_t version, const char *name);
 
+/* harness_raw_hello_features says hello offering features (Hello.features) when has_features. */
+int harness_raw_hello_features(int fd, uint32_t version, const char *name, bool has_features,
+			       uint32_t features);
+
 /* harness_raw_acquire asks for a lease over a raw connection and returns the reply. */
 Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned device,
 						  uint64_t size, int64_t timeout_ms, int *lease_fd);

@@ -99,9 +99,20 @@ static void test_write_read_back(void **state)
 	assert_int_equal(child_wait(&ch, 10000), 0);
 }
 
+/* per_lease_client connects a client that asks for no host arena: a memfd per lease. */
+static rocmmem_client *per_lease_client(const char *name)
+{
+	rocmmem_client *c;
+
+	setenv("ROCMMEM_HOST_ARENA", "0", 1);
+	c = harness_connect(&daemon_, name);
+	unsetenv("ROCMMEM_HOST_ARENA");
+	return c;
+}
+
 static void test_memfd_is_sealed(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "sealed");
+	rocmmem_client *c = per_lease_client("sealed");
 	rocmmem_lease *l = acquire(c, 4 * MiB, 0, NULL);
 	int fd = rocmmem_lease_fd(l);
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -190,7 +201,7 @@ static void test_disconnect_reclaims_all(void **state)
 
 static void test_release_returns_memory(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "punch");
+	rocmmem_client *c = per_lease_client("punch");
 	rocmmem_lease *l = acquire(c, 8 * MiB, 0, NULL);
 	uint8_t *p = rocmmem_lease_ptr(l);
 	int keep = dup(rocmmem_lease_fd(l));

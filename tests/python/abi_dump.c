@@ -34,6 +34,8 @@ static void daemon_info(void)
 	FIELD(rocmmem_daemon_info, host_fallback);
 	FIELD(rocmmem_daemon_info, host_fallback_reason);
 	FIELD(rocmmem_daemon_info, heap_bytes);
+	FIELD(rocmmem_daemon_info, fds_open);
+	FIELD(rocmmem_daemon_info, fds_limit);
 }
 
 static void device_info(void)

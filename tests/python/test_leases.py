@@ -19,6 +19,20 @@ class LeaseTest(PyTestCase):
     def leased(self):
         return self.status()["devices"][0]["leased_bytes"]
 
+    def test_a_client_without_arenas_gets_a_memfd_per_lease(self):
+        os.environ["ROCMMEM_HOST_ARENA"] = "0"
+        try:
+            c = self.connect()
+        finally:
+            del os.environ["ROCMMEM_HOST_ARENA"]
+        lease = c.lease("2M")
+        pattern = bytes(range(256)) * 64
+        lease.buffer[1 * MiB:1 * MiB + len(pattern)] = pattern
+        self.assertEqual(lease.handle_kind, "memfd")
+        # Through the memfd the daemon handed over, read with os.pread.
+        self.assertEqual(os.pread(lease.fd, 16, 1 * MiB), pattern[:16])
+        lease.release()
+
     def test_written_from_python_read_through_ptr_and_by_the_daemon_books(self):
         c = self.connect()
         self.assertTrue(c.available)
@@ -45,8 +59,8 @@ class LeaseTest(PyTestCase):
         # ... and back: written through ptr, read through the buffer.
         ctypes.memset(lease.ptr + 100, 0xAB, 10)
         self.assertEqual(bytes(buf[100:110]), b"\xab" * 10)
-        # ... and through the memfd the daemon handed over, read with os.pread.
-        self.assertEqual(os.pread(lease.fd, 16, 1 * MiB), pattern[:16])
+        # A range of the client's host arena: no fd of its own (the next test has one).
+        self.assertEqual(lease.fd, -1)
         st = self.status()
         mine = [l for l in st["leases"] if l["owner_pid"] == os.getpid()]
         self.assertEqual(len(mine), 1, st)

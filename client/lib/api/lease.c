@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* lease.c: acquiring, mapping and releasing leases. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,38 +15,6 @@
 
 /* The size of the first version (1.0) of struct rocmmem_lease_request: every caller's. */
 #define LEASE_REQUEST_1_0 ABI_END(struct rocmmem_lease_request, model_id)
-
-/* Host leases are mapped on this boundary so that transparent huge pages can back them. */
-#define LEASE_ALIGN ((size_t)2 << 20)
-
-/*
- * map_aligned maps size bytes of fd at a LEASE_ALIGN-aligned address: reserve a larger range,
- * map the file over its aligned part, give back the slack on either side.
- */
-static void *map_aligned(int fd, size_t size)
-{
-	size_t span = size + LEASE_ALIGN;
-	uint8_t *base, *aligned, *map;
-
-	if (size > SIZE_MAX - LEASE_ALIGN)
-		return MAP_FAILED;
-	base = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (base == MAP_FAILED)
-		return MAP_FAILED;
-	aligned = (uint8_t *)(((uintptr_t)base + LEASE_ALIGN - 1) & ~(uintptr_t)(LEASE_ALIGN - 1));
-	map = mmap(aligned, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-	if (map == MAP_FAILED) {
-		munmap(base, span);
-		return MAP_FAILED;
-	}
-	if (aligned > base)
-		munmap(base, (size_t)(aligned - base));
-	if (base + span > aligned + size)
-		munmap(aligned + size, (size_t)(base + span - (aligned + size)));
-	/* Best effort: huge pages make first touch of a large lease an order faster. */
-	madvise(aligned, size, MADV_HUGEPAGE);
-	return aligned;
-}
 
 /*
  * send_release tells the daemon to release id and waits for its answer. Never waits for a
@@ -85,13 +54,42 @@ static int adopt_host(struct rocmmem_lease *l, struct inmsg *m, uint32_t flags)
 		return error_set(-EPROTO, "a host lease arrived with %u fds instead of 1", m->nfds);
 	take_fds(l, m, 1);
 	if (!(flags & ROCMMEM_LEASE_NOMAP)) {
-		void *p = map_aligned(l->fds[0], (size_t)l->size);
+		void *p = held_map_aligned(l->fds[0], (size_t)l->size);
 
 		if (p == MAP_FAILED)
 			return error_set(-errno, "Could not map the lease: %s", strerror(errno));
 		l->ptr = p;
 	}
 	return 0;
+}
+
+/* adopt_arena makes l a range of the arena the grant names (mapped when its fd came). */
+static int adopt_arena(rocmmem_client *c, struct rocmmem_lease *l,
+		       const Rocmmem__Wire__LeaseGrant *g, uint32_t flags)
+{
+	struct lib_arena *a;
+	int err = 0;
+
+	if (!g->has_arena_id || !g->has_offset)
+		return error_set(-EPROTO, "an arena lease arrived without its arena and offset");
+	pthread_mutex_lock(&c->lock);
+	a = held_arena(c, g->arena_id);
+	if (!a)
+		err = error_set(-EPROTO, "a lease in arena %llu, whose fd never came",
+				(unsigned long long)g->arena_id);
+	else if (g->offset > a->size || l->size > a->size - g->offset)
+		err = error_set(-EPROTO, "a lease beyond the end of its arena");
+	else if (!a->base)
+		err = error_set(a->map_err, "Could not map the arena: %s", strerror(-a->map_err));
+	if (!err) {
+		/* Public kind: host memory in a memfd, as before; it has no fd of its own. */
+		l->kind = ROCMMEM_HANDLE_MEMFD;
+		l->arena = a;
+		l->offset = g->offset;
+		l->ptr = (flags & ROCMMEM_LEASE_NOMAP) ? NULL : a->base + g->offset;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
 }
 
 static int adopt_gpu(rocmmem_client *c, struct rocmmem_lease *l, struct inmsg *m,
@@ -174,6 +172,10 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 	l->waited_ms = g->waited_ms;
 	l->model_id = req->model_id;
 	l->generation = g->has_model_generation ? g->model_generation : 0;
+	if (g->has_handle_kind && g->handle_kind == ROCMMEM__WIRE__HANDLE_KIND__HANDLE_ARENA) {
+		err = adopt_arena(c, l, g, req->flags);
+		goto adopted;
+	}
 	switch (l->kind) {
 	case ROCMMEM_HANDLE_MEMFD:
 		err = adopt_host(l, m, req->flags);
@@ -187,6 +189,7 @@ static int adopt(rocmmem_client *c, struct inmsg *m, const struct rocmmem_lease_
 		err = error_set(-EPROTO, "a lease of unknown kind %d", (int)l->kind);
 		break;
 	}
+adopted:
 	if (err) {
 		held_lease_unmap(l);
 		free(l);
@@ -229,6 +232,9 @@ ROCMMEM_EXPORT int rocmmem_lease_acquire(rocmmem_client *c,
 	acq.timeout_ms = req->timeout_ms;
 	acq.tag = (char *)req->tag;
 	acq.has_progress = acq.progress = conn_progress_wanted(c);
+	/* Not mapped here: the caller gets a memfd of its own to hand on (an arena's range
+	 * would have no fd). */
+	acq.has_own_memfd = acq.own_memfd = (req->flags & ROCMMEM_LEASE_NOMAP) != 0;
 	if (req->model_id) {
 		acq.has_model_id = true;
 		acq.model_id = held_model_daemon_id(c, req->model_id);
@@ -277,10 +283,14 @@ ROCMMEM_EXPORT int rocmmem_lease_release(rocmmem_lease *l)
 	/* Out of the client's list first (a reconnection no longer re-declares it), then
 	 * unmapped: once the daemon has it back, the memory is gone. */
 	held_lease_unlink(c, l);
-	held_lease_unmap(l);
 	pthread_mutex_lock(&c->lock);
 	revoked = l->revoked;
+	/* No daemon punches a range of an arena none took over: the memory goes here. */
+	if (l->arena && l->arena->orphaned)
+		fallocate(l->arena->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)l->offset, (off_t)l->size);
 	pthread_mutex_unlock(&c->lock);
+	held_lease_unmap(l);
 	/* A revoked lease is already forgotten by the daemon: nothing to tell it. */
 	err = revoked ? 0 : send_release(c, l->id);
 	free(l);

@@ -255,6 +255,8 @@ static void daemon_from_wire(struct rocmmem_daemon_info *o, const Rocmmem__Wire_
 	o->host_fallback = d->host_fallback;
 	o->host_fallback_reason = str(d->host_fallback_reason);
 	o->heap_bytes = d->heap_bytes;
+	o->fds_open = d->has_fds_open ? d->fds_open : 0;
+	o->fds_limit = d->has_fds_limit ? d->fds_limit : 0;
 }
 
 /* count_lists counts the items of every part, and takes what a part says only once. */

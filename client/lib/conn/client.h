@@ -91,6 +91,22 @@ struct abandoned {
 
 struct gpu_mapping;
 
+/*
+ * A host arena the daemon sent (its memfd comes with the first lease in it): mapped once, every
+ * lease in it a range of the mapping. Kept, mapped, until disconnect: a release does not unmap
+ * (the daemon punches the range), and after a restart of the daemon the fd re-declares it.
+ */
+struct lib_arena {
+	struct lib_arena *next;
+	uint64_t id;
+	uint64_t size;
+	int fd;
+	uint8_t *base; /* NULL when it could not be mapped (its leases are handed back) */
+	int map_err;
+	bool orphaned; /* a restarted daemon did not take it over: released ranges are punched
+			* here (under lock) */
+};
+
 struct rocmmem_lease {
 	rocmmem_client *client;
 	struct rocmmem_lease *prev, *next; /* the client's leases, under client->lock */
@@ -116,7 +132,9 @@ struct rocmmem_lease {
 	 * with, kept to re-declare it after a restart of the daemon. */
 	unsigned nkept;
 	int kept[LEASE_MAX_FDS];
-	bool revoked; /* the daemon took it back (under client->lock) */
+	bool revoked;		 /* the daemon took it back (under client->lock) */
+	struct lib_arena *arena; /* a host lease in an arena: its range starts at offset */
+	uint64_t offset;
 };
 
 /*
@@ -186,6 +204,7 @@ struct rocmmem_client {
 	unsigned feed_epoch;	 /* bumped by unsubscribing: what was taken before is stale */
 	struct abandoned *abandoned;
 	struct rocmmem_lease *leases;
+	struct lib_arena *arenas;
 	rocmmem_event_fn event_fn;
 	void *event_userdata;
 	rocmmem_progress_fn progress_fn; /* progress of waiting requests (asked when set) */
@@ -245,11 +264,31 @@ uint64_t conn_next_id(rocmmem_client *c);
 void held_lease_link(rocmmem_client *c, struct rocmmem_lease *l);
 void held_lease_unlink(rocmmem_client *c, struct rocmmem_lease *l);
 
+/*
+ * held_map_aligned maps size bytes of fd read-write and shared at a 2 MiB-aligned address (for
+ * transparent huge pages). Returns the address or MAP_FAILED (errno set).
+ */
+void *held_map_aligned(int fd, size_t size);
+
 /* held_lease_unmap unmaps a lease and closes its fds (it stays allocated). */
 void held_lease_unmap(struct rocmmem_lease *l);
 
-/* held_lease_forget_all unmaps and frees every lease of a client being disconnected. */
+/* held_lease_forget_all unmaps and frees every lease of a client being disconnected, and its
+ * arenas. */
 void held_lease_forget_all(rocmmem_client *c);
+
+/*
+ * held_arena_note takes the arena's fd out of a lease grant that carries one (HANDLE_ARENA) and
+ * maps the arena, as the reply is received (the next grant in it may reach another thread
+ * first). Lock held.
+ */
+void held_arena_note(rocmmem_client *c, struct inmsg *m);
+
+/* held_arena finds the arena of this id, or NULL. Lock held. */
+struct lib_arena *held_arena(rocmmem_client *c, uint64_t id);
+
+/* held_arena_wanted says whether hello offers host arenas (ROCMMEM_HOST_ARENA is not "0"). */
+bool held_arena_wanted(void);
 
 /* held_model_track records a model the daemon registered as daemon_id, and stores the host's
  * id of it in *host_id (lock taken here). Returns 0 or -ENOMEM. */

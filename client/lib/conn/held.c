@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/gpu.h"
@@ -14,6 +16,38 @@
 
 /* ------------------------------------------------------------------------------------------ */
 /* Leases */
+
+/* Host leases are mapped on this boundary so that transparent huge pages can back them. */
+#define LEASE_ALIGN ((size_t)2 << 20)
+
+/*
+ * held_map_aligned maps size bytes of fd at a LEASE_ALIGN-aligned address: reserve a larger range,
+ * map the file over its aligned part, give back the slack on either side.
+ */
+void *held_map_aligned(int fd, size_t size)
+{
+	size_t span = size + LEASE_ALIGN;
+	uint8_t *base, *aligned, *map;
+
+	if (size > SIZE_MAX - LEASE_ALIGN)
+		return MAP_FAILED;
+	base = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return MAP_FAILED;
+	aligned = (uint8_t *)(((uintptr_t)base + LEASE_ALIGN - 1) & ~(uintptr_t)(LEASE_ALIGN - 1));
+	map = mmap(aligned, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	if (map == MAP_FAILED) {
+		munmap(base, span);
+		return MAP_FAILED;
+	}
+	if (aligned > base)
+		munmap(base, (size_t)(aligned - base));
+	if (base + span > aligned + size)
+		munmap(aligned + size, (size_t)(base + span - (aligned + size)));
+	/* Best effort: huge pages make first touch of a large lease an order faster. */
+	madvise(aligned, size, MADV_HUGEPAGE);
+	return aligned;
+}
 
 void held_lease_link(rocmmem_client *c, struct rocmmem_lease *l)
 {
@@ -40,7 +74,11 @@ void held_lease_unlink(rocmmem_client *c, struct rocmmem_lease *l)
 
 void held_lease_unmap(struct rocmmem_lease *l)
 {
-	if (l->gpu)
+	if (l->arena) {
+		/* The arena stays mapped: the daemon punches the range out. */
+		l->arena = NULL;
+		l->ptr = NULL;
+	} else if (l->gpu)
 		gpu_unmap(l->gpu);
 	else if (l->ptr)
 		munmap(l->ptr, (size_t)l->size);
@@ -58,11 +96,69 @@ void held_lease_forget_all(rocmmem_client *c)
 {
 	struct rocmmem_lease *l;
 
+	struct lib_arena *a;
+
 	while ((l = c->leases)) {
 		c->leases = l->next;
 		held_lease_unmap(l);
 		free(l);
 	}
+	while ((a = c->arenas)) {
+		c->arenas = a->next;
+		if (a->base)
+			munmap(a->base, (size_t)a->size);
+		close(a->fd);
+		free(a);
+	}
+}
+
+bool held_arena_wanted(void)
+{
+	const char *e = getenv("ROCMMEM_HOST_ARENA");
+
+	return !(e && strcmp(e, "0") == 0);
+}
+
+struct lib_arena *held_arena(rocmmem_client *c, uint64_t id)
+{
+	for (struct lib_arena *a = c->arenas; a; a = a->next)
+		if (a->id == id)
+			return a;
+	return NULL;
+}
+
+void held_arena_note(rocmmem_client *c, struct inmsg *m)
+{
+	Rocmmem__Wire__Reply *r = conn_reply(m);
+	const Rocmmem__Wire__LeaseGrant *g;
+	struct lib_arena *a;
+	struct stat st;
+
+	if (!r || r->body_case != ROCMMEM__WIRE__REPLY__BODY_LEASE)
+		return;
+	g = r->lease;
+	if (!g->has_handle_kind || g->handle_kind != ROCMMEM__WIRE__HANDLE_KIND__HANDLE_ARENA ||
+	    m->nfds != 1 || !g->has_arena_id || !g->has_arena_size)
+		return;
+	/* Sent again after a restart that did not take the arena over: the one held stays. */
+	if (held_arena(c, g->arena_id) || g->arena_size == 0 || g->arena_size > SIZE_MAX / 2 ||
+	    fstat(m->fds[0], &st) < 0 || (uint64_t)st.st_size != g->arena_size)
+		return;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	a->id = g->arena_id;
+	a->size = g->arena_size;
+	a->fd = m->fds[0];
+	m->fds[0] = -1;
+	m->nfds = 0;
+	a->base = held_map_aligned(a->fd, (size_t)a->size);
+	if (a->base == MAP_FAILED) {
+		a->map_err = -errno;
+		a->base = NULL;
+	}
+	a->next = c->arenas;
+	c->arenas = a;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -139,6 +139,9 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 		inmsg_free(m);
 		return;
 	}
+	/* Before anything else: an arena's fd comes once, with whichever grant is first, even
+	 * one nobody waits for any more. */
+	held_arena_note(c, m);
 	if (take_abandoned(c, r->id)) {
 		undo_late_reply(c, m);
 		return;

@@ -94,6 +94,8 @@ int conn_hello(rocmmem_client *c, const char *name, int64_t deadline)
 	hello.has_protocol_version = true;
 	hello.protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	hello.client_name = (char *)name;
+	hello.has_features = held_arena_wanted();
+	hello.features = ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &hello;
 	err = conn_call(c, &msg, wait > 0 ? wait : CONN_REPLY_GRACE_MS, &m);

@@ -115,6 +115,21 @@ static unsigned install_leases(rocmmem_client *c, struct attempt *at, unsigned *
 	return leases;
 }
 
+/*
+ * install_arenas marks the arenas the new daemon did not take over: every lease in them is
+ * revoked (its memory stays readable until released), and no daemon punches their ranges any
+ * more: the library does, at each release.
+ */
+static void install_arenas(rocmmem_client *c, struct attempt *at)
+{
+	for (size_t i = 0; i < at->narenas; i++) {
+		struct lib_arena *a = held_arena(c, at->arenas[i].id);
+
+		if (at->arenas[i].err && a)
+			a->orphaned = true;
+	}
+}
+
 /* install_connection makes the attempt's socket the client's (under the old fd's number). */
 static void install_connection(rocmmem_client *c, struct attempt *at)
 {
@@ -155,6 +170,7 @@ void install_attempt(rocmmem_client *c, struct attempt *at)
 	install_connection(c, at);
 	models = install_models(c, at, &refused);
 	leases = install_leases(c, at, &refused);
+	install_arenas(c, at);
 	/* What the new daemon said during the attempt, after the connections before it. */
 	while ((m = at->events)) {
 		at->events = m->next;

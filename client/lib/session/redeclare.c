@@ -190,6 +190,8 @@ static int hello(struct attempt *at)
 	h.has_protocol_version = true;
 	h.protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	h.client_name = at->name;
+	h.has_features = held_arena_wanted();
+	h.features = ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &h;
 	err = side_call(at, &msg, NULL, 0, CONN_RECONNECT_STEP_MS, &m);
@@ -205,6 +207,7 @@ static int hello(struct attempt *at)
 		at->daemon_version = strdup(r->daemon_version ? r->daemon_version : "");
 		at->backend = strdup(r->backend ? r->backend : "");
 		at->device_count = r->has_device_count ? r->device_count : 0;
+		at->features = r->has_features ? r->features : 0;
 		if (!at->daemon_version || !at->backend)
 			err = -ENOMEM;
 	}
@@ -260,6 +263,34 @@ static int redeclare_model(struct attempt *at, struct snap_model *s)
 	return 0;
 }
 
+static int redeclare_arena(struct attempt *at, struct snap_arena *s)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__ArenaRedeclare req = ROCMMEM__WIRE__ARENA_REDECLARE__INIT;
+	struct inmsg *m;
+	int err;
+
+	if (!(at->features & ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA)) {
+		/* An older daemon would not know the request: nothing to take the arena over. */
+		s->err = -ESTALE;
+		snprintf(s->why, sizeof(s->why), "the restarted daemon does not use host arenas");
+		return 0;
+	}
+	req.has_arena_id = req.has_device = req.has_size = req.has_fd_count = true;
+	req.arena_id = s->id;
+	req.device = s->device;
+	req.size = s->size;
+	req.fd_count = 1;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_ARENA_REDECLARE;
+	msg.arena_redeclare = &req;
+	err = side_call(at, &msg, &s->fd, 1, REDECLARE_STEP_MS, &m);
+	if (err)
+		return err;
+	s->err = reply_error(m, s->why, sizeof(s->why));
+	inmsg_free(m);
+	return 0;
+}
+
 static int redeclare_lease(struct attempt *at, struct snap_lease *s)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
@@ -279,6 +310,17 @@ static int redeclare_lease(struct attempt *at, struct snap_lease *s)
 	req.handle_kind = (Rocmmem__Wire__HandleKind)s->kind;
 	req.has_fd_count = true;
 	req.fd_count = s->nfds;
+	if (s->arena) {
+		if (s->arena->err) {
+			s->err = s->arena->err;
+			snprintf(s->why, sizeof(s->why), "its arena: %.200s", s->arena->why);
+			return 0;
+		}
+		req.handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_ARENA;
+		req.has_offset = req.has_arena_id = true;
+		req.offset = s->offset;
+		req.arena_id = s->arena->id;
+	}
 	req.n_chunk_sizes = s->nchunks;
 	req.chunk_sizes = s->chunk_sizes;
 	for (size_t i = 0; s->model_id && i < at->nmodels; i++) {
@@ -323,6 +365,12 @@ int redeclare_run(struct attempt *at)
 	/* Models first: the leases tagged with them name them by the new daemon's ids. */
 	for (size_t i = 0; i < at->nmodels; i++) {
 		err = redeclare_model(at, &at->models[i]);
+		if (err)
+			return err;
+	}
+	/* Arenas before the leases in them. */
+	for (size_t i = 0; i < at->narenas; i++) {
+		err = redeclare_arena(at, &at->arenas[i]);
 		if (err)
 			return err;
 	}
@@ -399,6 +447,25 @@ static int lease_fds(struct rocmmem_lease *l, struct snap_lease *s)
 	return 0;
 }
 
+/* snap_arena_of finds (or adds) the snapshot of l's arena; NULL when its fd cannot be kept. */
+static struct snap_arena *snap_arena_of(struct attempt *at, const struct rocmmem_lease *l)
+{
+	struct snap_arena *s;
+
+	for (size_t i = 0; i < at->narenas; i++)
+		if (at->arenas[i].id == l->arena->id)
+			return &at->arenas[i];
+	s = &at->arenas[at->narenas];
+	s->fd = fcntl(l->arena->fd, F_DUPFD_CLOEXEC, 0);
+	if (s->fd < 0)
+		return NULL;
+	s->id = l->arena->id;
+	s->size = l->arena->size;
+	s->device = l->device;
+	at->narenas++;
+	return s;
+}
+
 int redeclare_take(rocmmem_client *c, struct attempt *at)
 {
 	size_t nm = 0, nl = 0;
@@ -409,8 +476,9 @@ int redeclare_take(rocmmem_client *c, struct attempt *at)
 		nl++;
 	at->models = calloc(nm ? nm : 1, sizeof(*at->models));
 	at->leases = calloc(nl ? nl : 1, sizeof(*at->leases));
+	at->arenas = calloc(nl ? nl : 1, sizeof(*at->arenas));
 	at->rx = malloc(WIRE_MAX_FRAME);
-	if (!at->models || !at->leases || !at->rx)
+	if (!at->models || !at->leases || !at->arenas || !at->rx)
 		return -ENOMEM;
 	/* Oldest first: the lists grow at their head. */
 	at->nmodels = nm;
@@ -430,6 +498,13 @@ int redeclare_take(rocmmem_client *c, struct attempt *at)
 		if (l->revoked) {
 			s->revoked = true;
 			s->err = -ESTALE;
+		} else if (l->arena) {
+			s->offset = l->offset;
+			s->arena = snap_arena_of(at, l);
+			s->err = s->arena ? 0 : -errno;
+			if (s->err)
+				snprintf(s->why, sizeof(s->why),
+					 "Could not keep its arena's fd: %s", strerror(-s->err));
 		} else {
 			s->err = lease_fds(l, s);
 		}
@@ -441,7 +516,7 @@ int redeclare_take(rocmmem_client *c, struct attempt *at)
 		return -ENOMEM;
 	/* Ids of its own, so that nothing the attempt asks is mistaken later. */
 	at->next_id = c->next_id;
-	c->next_id += 3 + at->nmodels + at->nleases;
+	c->next_id += 3 + at->nmodels + at->nleases + at->narenas;
 	return 0;
 }
 
@@ -453,6 +528,9 @@ void redeclare_free(struct attempt *at)
 		close(at->fd);
 	for (size_t i = 0; i < at->nleases; i++)
 		wire_close_fds(at->leases[i].fds, at->leases[i].nfds);
+	for (size_t i = 0; i < at->narenas; i++)
+		close(at->arenas[i].fd);
+	free(at->arenas);
 	while ((m = at->events)) {
 		at->events = m->next;
 		inmsg_free(m);

@@ -29,7 +29,19 @@ struct snap_lease {
 	int fds[LEASE_MAX_FDS];
 	unsigned nchunks;
 	uint64_t chunk_sizes[LEASE_MAX_FDS];
-	bool revoked; /* before the attempt: nothing to declare, nothing to tell */
+	bool revoked;		  /* before the attempt: nothing to declare, nothing to tell */
+	struct snap_arena *arena; /* a lease in an arena: re-declared by offset, no fd */
+	uint64_t offset;
+	int err;
+	char why[256];
+};
+
+/* One arena to re-declare before its leases: its fd (the caller's copy) and the answer. */
+struct snap_arena {
+	uint64_t id;
+	uint64_t size;
+	rocmmem_device_index device;
+	int fd;
 	int err;
 	char why[256];
 };
@@ -47,6 +59,9 @@ struct attempt {
 	size_t nmodels;
 	struct snap_lease *leases;
 	size_t nleases;
+	struct snap_arena *arenas;
+	size_t narenas;
+	uint32_t features; /* what the new daemon's hello said it uses */
 	unsigned sub_what;
 	uint32_t sub_interval_ms;
 	char path[108];

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """_lease: Lease, memory leased from the daemon through a Client."""
+import ctypes
 import mmap
 import os
 
@@ -44,6 +45,12 @@ class Lease:
             self._map = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
                                   mmap.PROT_READ | mmap.PROT_WRITE)
             self._view = memoryview(self._map)
+        elif self.handle_kind == "memfd" and self._ptr:
+            # A range of the client's arena (no fd of its own): librocmmem keeps the arena
+            # mapped until disconnect, and a release punches the range, so a view kept after
+            # release reads zeros here too.
+            self._view = memoryview(
+                (ctypes.c_ubyte * self.size).from_address(self._ptr)).cast("B")
 
     @property
     def released(self):

@@ -100,7 +100,7 @@ class DaemonInfo(ctypes.Structure):
     _fields_ = [("version", c_char_p), ("pid", c_int32), ("uptime_s", c_uint64),
                 ("backend", c_char_p), ("protocol_version", c_uint32),
                 ("host_fallback", c_int), ("host_fallback_reason", c_char_p),
-                ("heap_bytes", c_uint64)]
+                ("heap_bytes", c_uint64), ("fds_open", c_uint64), ("fds_limit", c_uint64)]
 
 
 class DeviceInfo(ctypes.Structure):

@@ -27,6 +27,8 @@ enum backend_handle {
 	BACKEND_HANDLE_VMM_FD = 2, /* GPU VMM physical memory as POSIX fds, one per chunk */
 	BACKEND_HANDLE_DMABUF = 3, /* a dma-buf fd */
 	BACKEND_HANDLE_IPC = 4,	   /* a runtime IPC handle (no fd) plus an offset */
+	BACKEND_HANDLE_ARENA =
+	    5, /* host memory: a range of the client's arena (its memfd sent once) */
 };
 
 struct backend_device {
