@@ -725,6 +725,38 @@ def write_markdown(path, report):
         f.write("\n".join(L))
 
 
+def _syscalls(rows):
+    return sum(r["per_op"] for r in rows or [] if r["syscall"] not in ("restart_syscall",
+                                                                       "wait4", "kill"))
+
+
+def _roundtrip_gap(rt, prof):
+    """Where the arena round trip stands against its floors, same-core, in this run's numbers."""
+    p = next((x for x in rt.get("placements", []) if x["name"] == "same-core"), None)
+    if not p or "floor_with_arena_work" not in p or not rt.get("arena_in_use", True):
+        return ""
+    c = p["cpu_us_per_op"]
+    kernel = p["floor_with_arena_work"]["p50"] / p["floor"]["p50"]
+    text = ("Same-core, the arena's kernel work alone over the raw ping-pong (\"floor + arena "
+            "work\": the release's hole punch and the first touch's fault) is %.2fx the floor, "
+            "so the 1.3x target on the bare floor %s while release punches before it answers "
+            "and a lease's first touch faults; rocmmemd through an arena is %.2fx that floor "
+            "(%.2fx the bare one). What it adds: daemon CPU %.1f us per round trip against the "
+            "floor server's %.1f, librocmmem's %.1f against the floor client's %.1f"
+            % (kernel, "is out of reach" if kernel > 1.3 else "leaves %.0f%% for the daemon "
+               "and the library" % ((1.3 - kernel) * 100), p["ratio_p50_vs_floor_with_arena_work"],
+               p["ratio_p50"], c.get("daemon_server", 0), c.get("floor_with_arena_work_server", 0),
+               c.get("daemon_client", 0), c.get("floor_with_arena_work_client", 0)))
+    if prof.get("strace_daemon"):
+        text += ("; system calls per round trip: the daemon %.0f (an epoll_wait per request, a "
+                 "second recvmsg per request that finds nothing: the read loop drains the "
+                 "socket), the floor server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f "
+                 "(a poll before each recvmsg), the floor client 4"
+                 % (_syscalls(prof["strace_daemon"]), _syscalls(prof.get("strace_client"))))
+    return text + (". The rest is user space: protobuf, libuv, the books and the state file "
+                   "record, policy, events (perf above).")
+
+
 def explain(results, prof):
     """The profile behind each figure: where the time goes, in this run's numbers."""
     ex = []
@@ -752,6 +784,10 @@ def explain(results, prof):
                         us(c.get("floor_server")), us(c.get("daemon_client")),
                         us(c.get("daemon_per_lease_client")), us(c.get("floor_client")),
                         num(s.get("daemon_server"))))
+        gap = _roundtrip_gap(rt, prof)
+        if gap:
+            t.append("")
+            t.append(gap)
         pcs = rt.get("pieces")
         if pcs:
             t.append("")
