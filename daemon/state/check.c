@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
+
 /* fail writes why and returns -EUCLEAN. */
 static int fail(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -189,6 +191,38 @@ static int check_model_sums(const struct holder *h, char *why, size_t len)
 	return 0;
 }
 
+/* check_arenas checks each of h's arenas: its leases' ranges and bytes, and its allocator. */
+static int check_arenas(const struct holder *h, char *why, size_t len)
+{
+	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
+		const struct arena *a = h->arena[i];
+		const struct lease *l;
+		uint64_t used = 0;
+		uint32_t leases = 0;
+
+		if (!a)
+			continue;
+		TAILQ_FOREACH (l, &h->leases, holder_link) {
+			if (l->arena != a)
+				continue;
+			leases++;
+			used += l->size;
+			if (l->device != i || l->offset > a->size || l->size > a->size - l->offset)
+				return fail(why, len, "lease %" PRIu64 " lies outside its arena",
+					    l->id);
+		}
+		if (a->device != i || leases != a->leases || used != a->used ||
+		    arena_free_bytes(a) + used != a->size || ranges_check(&a->ranges) < 0)
+			return fail(why, len,
+				    "holder %" PRIu64 ": arena %" PRIu64
+				    " has %u leases of %" PRIu64 " bytes listed, %u of %" PRIu64
+				    " counted, %" PRIu64 " free of %" PRIu64,
+				    h->id, a->id, leases, used, a->leases, a->used,
+				    arena_free_bytes(a), a->size);
+	}
+	return 0;
+}
+
 /* check_holders checks every holder; *leases and *waiters sum their counts. */
 static int check_holders(const struct state *s, uint64_t *leases, uint64_t *waiters, char *why,
 			 size_t len)
@@ -200,6 +234,8 @@ static int check_holders(const struct state *s, uint64_t *leases, uint64_t *wait
 		err = check_lists(h, why, len);
 		if (!err)
 			err = check_model_sums(h, why, len);
+		if (!err)
+			err = check_arenas(h, why, len);
 		if (err)
 			return err;
 		*leases += h->lease_count;

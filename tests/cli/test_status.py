@@ -2,6 +2,7 @@
 """rocmmemctl status (JSON contract and table) and lease, against a real rocmmemd."""
 import json
 import os
+import re
 import signal
 import unittest
 
@@ -30,6 +31,8 @@ class StatusJson(CliTestCase):
         self.assertIs(type(d["uptime_s"]), int)
         self.assertGreaterEqual(d["uptime_s"], 0)
         self.assertEqual(d["backend"], "host")
+        self.assertGreater(d["fds_open"], 0)
+        self.assertGreaterEqual(d["fds_limit"], d["fds_open"])
         for dev in st["devices"]:
             for key in ("index", "total_bytes", "budget_bytes", "leased_bytes", "free_bytes"):
                 self.assertIs(type(dev[key]), int, key)
@@ -218,6 +221,14 @@ class StatusTable(CliTestCase):
         self.assertRegex(r.stdout, r"(?m)^DEVICE\s+NAME\s+TOTAL\s+BUDGET\s+LEASED\s+FREE")
         self.assertRegex(r.stdout, r"(?m)^0\s+.*\s64 MiB\s+0 B\s+64 MiB\s")
         self.assertNotRegex(r.stdout, r"(?m)^LEASE\s+PID", "no lease table without leases")
+        # The daemon's descriptors against its limit, as /proc counts them: rocmmemctl's
+        # connection was among them and is gone by the time /proc is read (a connection costs
+        # the daemon up to three: its socket, a pidfd, a grant's fd; docs/security.md).
+        fds = re.search(r"(?m)^fds (\d+) of (\d+)$", r.stdout)
+        self.assertIsNotNone(fds, r.stdout)
+        now = len(os.listdir(f"/proc/{self.daemon.pid}/fd"))
+        self.assertLessEqual(abs(int(fds.group(1)) - now), 3, (fds.group(0), now))
+        self.assertLessEqual(int(fds.group(1)), int(fds.group(2)))
         with self.assertRaises(ValueError):
             r.json()
 

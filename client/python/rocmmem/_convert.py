@@ -41,6 +41,9 @@ def _daemon(lib, st, fallback=True):
     if fallback:
         out["host_fallback"] = bool(d.host_fallback)
         out["host_fallback_reason"] = text(d.host_fallback_reason)
+        # The daemon's descriptors against its limit (0: an older daemon), as rocmmemctl.
+        out["fds_open"] = d.fds_open
+        out["fds_limit"] = d.fds_limit
     return out
 
 
