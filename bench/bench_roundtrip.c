@@ -2,7 +2,11 @@
 /*
  * bench_roundtrip.c: the lease round trip through rocmmemd (acquire + map + touch one page +
  * unmap + release, host backend) against its floor, a raw SOCK_SEQPACKET ping-pong of two round
- * trips carrying one memfd, with client and server on the same CPU and on different CPUs.
+ * trips carrying one memfd, with client and server on the same CPU and on different CPUs. The
+ * daemon is measured both ways a host lease can be handed over, on one daemon: through the
+ * client's arena (librocmmem's default: the arena's memfd once, then offsets; release punches
+ * the range) and through a memfd per lease (a connection made with ROCMMEM_HOST_ARENA=0, the
+ * compatibility path and the design before arenas).
  *
  * Both run in the same process run, interleaved in small batches whose order alternates every
  * round, so that a neighbour's load on this shared machine falls on both alike. With
@@ -19,28 +23,30 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
+#include "roundtrip_floor.h"
 #include "rocmmem.h"
-#include "rocmmem.pb-c.h"
-#include "wire.h"
 
-#define LEASE_SIZE ((uint64_t)2 << 20)
 #define WARMUP_OPS 20u
 
-/*
- * What is compared: the floor (the IPC alone), the floor doing the same memory work as the
- * daemon and librocmmem (a fresh sealed memfd per acquire, hole punch and close at release;
- * the client's aligned mapping, one touch, munmap) without anything else, the daemon, and
- * the daemon with a quieter log (--breakdown).
- */
-enum subject { SUBJECT_FLOOR, SUBJECT_FLOOR_MEM, SUBJECT_DAEMON, SUBJECT_QUIET, SUBJECTS };
+/* What is compared: the floors (the IPC alone, or doing a lease's kernel work) and rocmmemd. */
+enum subject {
+	SUBJECT_FLOOR,	     /* two round trips, one memfd passed */
+	SUBJECT_FLOOR_NOFD,  /* two round trips, nothing passed */
+	SUBJECT_FLOOR_MEM,   /* + a fresh memfd, mapped, touched, unmapped, punched, closed */
+	SUBJECT_FLOOR_ARENA, /* + one page touched in a mapping kept, the range punched */
+	SUBJECT_DAEMON,	     /* rocmmemd, the client's arena (librocmmem's default) */
+	SUBJECT_PER_LEASE,   /* rocmmemd, a memfd per lease (ROCMMEM_HOST_ARENA=0) */
+	SUBJECT_QUIET,	     /* rocmmemd at --log-level warn, arena (--breakdown) */
+	SUBJECTS
+};
 
-static const char *const subject_names[SUBJECTS] = {"floor", "floor_with_memory_work", "daemon",
-						    "daemon_log_warn"};
+static const char *const subject_names[SUBJECTS] = {
+    "floor",  "floor_no_fd",	  "floor_with_memory_work", "floor_with_arena_work",
+    "daemon", "daemon_per_lease", "daemon_log_warn"};
 
 /* The pieces of the round trip timed on their own (--breakdown). */
 enum piece { PIECE_MEMFD, PIECE_PUNCH, PIECE_MAP, PIECE_TOUCH, PIECE_MUNMAP, PIECES };
@@ -60,202 +66,7 @@ struct placement {
 	uint64_t ops[SUBJECTS];
 };
 
-/* The floor's packets: as large as the daemon's, built from the same messages. */
-struct sizes {
-	size_t acquire, grant, release, released;
-};
-
-struct floor_server {
-	pid_t pid;
-	int sock;
-	bool memory_work; /* a fresh memfd per acquire, punched and closed at release */
-};
-
 static struct bench_hist pieces[PIECES];
-
-/* ----------------------------------------------------------------------------------------- */
-/* The floor: a server that answers two requests per round trip, the first with a memfd */
-
-static size_t packed_size(const ProtobufCMessage *m)
-{
-	return protobuf_c_message_get_packed_size(m);
-}
-
-static void measure_sizes(struct sizes *s)
-{
-	Rocmmem__Wire__ClientMessage cm = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
-	Rocmmem__Wire__LeaseRelease rel = ROCMMEM__WIRE__LEASE_RELEASE__INIT;
-	Rocmmem__Wire__ServerMessage sm = ROCMMEM__WIRE__SERVER_MESSAGE__INIT;
-	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
-	Rocmmem__Wire__LeaseGrant grant = ROCMMEM__WIRE__LEASE_GRANT__INIT;
-
-	/* Typical values: ids of a few thousand, what librocmmem sends. */
-	cm.has_id = true;
-	cm.id = 5000;
-	acq.has_device = true;
-	acq.has_size = true;
-	acq.size = LEASE_SIZE;
-	acq.has_timeout_ms = true;
-	cm.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
-	cm.lease_acquire = &acq;
-	s->acquire = packed_size(&cm.base);
-	rel.has_lease_id = true;
-	rel.lease_id = 5000;
-	cm.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
-	cm.lease_release = &rel;
-	s->release = packed_size(&cm.base);
-	grant.has_lease_id = grant.has_device = grant.has_size = grant.has_handle_kind = true;
-	grant.has_fd_count = grant.has_waited_ms = true;
-	grant.lease_id = 5000;
-	grant.size = LEASE_SIZE;
-	grant.handle_kind = ROCMMEM__WIRE__HANDLE_KIND__HANDLE_MEMFD;
-	grant.fd_count = 1;
-	reply.has_id = reply.has_error = true;
-	reply.id = 5000;
-	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_LEASE;
-	reply.lease = &grant;
-	sm.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY;
-	sm.reply = &reply;
-	s->grant = packed_size(&sm.base);
-	reply.body_case = ROCMMEM__WIRE__REPLY__BODY__NOT_SET;
-	s->released = packed_size(&sm.base);
-}
-
-static int make_memfd(uint64_t size)
-{
-	int fd = memfd_create("rocmmem-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-static void floor_serve(int sock, const struct sizes *s, bool memory_work)
-{
-	uint8_t in[WIRE_MAX_FRAME], out[256] = {0};
-	int memfd = make_memfd(LEASE_SIZE);
-	uint64_t n = 0;
-
-	if (memfd < 0)
-		_exit(1);
-	for (;;) {
-		int fds[WIRE_MAX_FDS];
-		unsigned nfds = 0;
-		ssize_t len = wire_recv(sock, in, sizeof(in), fds, &nfds, 0);
-
-		if (len <= 0)
-			_exit(0);
-		wire_close_fds(fds, nfds);
-		/* Requests alternate: acquire (answered with the memfd), then release. */
-		if (n++ % 2 == 0) {
-			if (memory_work && (memfd = make_memfd(LEASE_SIZE)) < 0)
-				_exit(1);
-			wire_send(sock, out, s->grant, &memfd, 1, 0);
-		} else {
-			if (memory_work) {
-				fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-					  (off_t)LEASE_SIZE);
-				close(memfd);
-			}
-			wire_send(sock, out, s->released, NULL, 0, 0);
-		}
-	}
-}
-
-static int floor_start(struct floor_server *f, const struct sizes *s)
-{
-	int sv[2];
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
-	f->pid = fork();
-	if (f->pid < 0)
-		return -errno;
-	if (f->pid == 0) {
-		/* Only its own end: another floor's end kept open here would never see EOF. */
-		if (sv[1] > 3)
-			close_range(3, (unsigned)sv[1] - 1, 0);
-		close_range((unsigned)sv[1] + 1, ~0u, 0);
-		floor_serve(sv[1], s, f->memory_work);
-	}
-	close(sv[1]);
-	f->sock = sv[0];
-	return 0;
-}
-
-static void floor_stop(struct floor_server *f)
-{
-	close(f->sock);
-	waitpid(f->pid, NULL, 0);
-}
-
-/*
- * map_like_librocmmem maps a lease's memfd the way librocmmem does: reserve twice the
- * alignment more, map the file over the aligned part, trim both sides, ask for huge pages.
- */
-static uint8_t *map_like_librocmmem(int fd, size_t size)
-{
-	const size_t align = (size_t)2 << 20;
-	uint8_t *base, *p;
-
-	base =
-	    mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (base == MAP_FAILED)
-		return NULL;
-	p = (uint8_t *)(((uintptr_t)base + align - 1) & ~(uintptr_t)(align - 1));
-	if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-		munmap(base, size + align);
-		return NULL;
-	}
-	if (p > base)
-		munmap(base, (size_t)(p - base));
-	if (base + size + align > p + size)
-		munmap(p + size, (size_t)(base + size + align - (p + size)));
-	madvise(p, size, MADV_HUGEPAGE);
-	return p;
-}
-
-/*
- * floor_op: two round trips, the first bringing a memfd, closed as a client would; with the
- * memory work, mapped, touched and unmapped in between, as librocmmem and a host would.
- */
-static int floor_op(struct floor_server *f, const struct sizes *s)
-{
-	uint8_t req[256] = {0}, rep[256];
-	int fds[WIRE_MAX_FDS];
-	unsigned nfds = 0;
-
-	if (wire_send(f->sock, req, s->acquire, NULL, 0, 0) < 0 ||
-	    wire_recv(f->sock, rep, sizeof(rep), fds, &nfds, 0) <= 0 || nfds != 1)
-		return -EPROTO;
-	if (f->memory_work) {
-		uint8_t *p = map_like_librocmmem(fds[0], LEASE_SIZE);
-
-		if (!p) {
-			wire_close_fds(fds, nfds);
-			return -ENOMEM;
-		}
-		((volatile uint8_t *)p)[0] = 1;
-		munmap(p, LEASE_SIZE);
-	}
-	if (wire_send(f->sock, req, s->release, NULL, 0, 0) < 0) {
-		wire_close_fds(fds, nfds);
-		return -EPROTO;
-	}
-	wire_close_fds(fds, nfds);
-	nfds = 0;
-	if (wire_recv(f->sock, rep, sizeof(rep), fds, &nfds, 0) <= 0)
-		return -EPROTO;
-	return 0;
-}
 
 /* ----------------------------------------------------------------------------------------- */
 /* The subject: the same through rocmmemd and librocmmem */
@@ -316,8 +127,6 @@ static void time_pieces(unsigned n)
 }
 
 /* ----------------------------------------------------------------------------------------- */
-
-/* ----------------------------------------------------------------------------------------- */
 /* Profiles (--profile DIR): perf and strace attached to the daemon and to this process */
 
 /* attach starts a tool (perf record, strace -c) attached to a process; 0 if it could not. */
@@ -360,26 +169,36 @@ struct profile {
 };
 
 struct run {
-	struct floor_server floor, floor_mem;
+	struct floor_server floors[SUBJECT_DAEMON]; /* by subject */
 	struct sizes sizes;
-	struct bench_daemon daemons[SUBJECTS]; /* [SUBJECT_DAEMON], [SUBJECT_QUIET] */
+	/* [SUBJECT_DAEMON] serves both the arena and the per-lease client; [SUBJECT_QUIET]. */
+	struct bench_daemon daemons[SUBJECTS];
 	rocmmem_client *clients[SUBJECTS];
-	bool quiet; /* the --log-level warn daemon runs too */
+	bool quiet;	  /* the --log-level warn daemon runs too */
+	long held_fds[2]; /* the daemon's fds grown by 4 leases held: arena, per-lease client */
 };
+
+static bool is_floor(enum subject s)
+{
+	return s < SUBJECT_DAEMON;
+}
+
+static bool runs(const struct run *r, enum subject s)
+{
+	return s != SUBJECT_QUIET || r->quiet;
+}
 
 static pid_t server_pid(const struct run *r, enum subject s)
 {
-	return s == SUBJECT_FLOOR	? r->floor.pid
-	       : s == SUBJECT_FLOOR_MEM ? r->floor_mem.pid
-					: r->daemons[s].pid;
+	if (is_floor(s))
+		return r->floors[s].pid;
+	return r->daemons[s == SUBJECT_PER_LEASE ? SUBJECT_DAEMON : s].pid;
 }
 
 static int one_op(struct run *r, enum subject s)
 {
-	if (s == SUBJECT_FLOOR)
-		return floor_op(&r->floor, &r->sizes);
-	if (s == SUBJECT_FLOOR_MEM)
-		return floor_op(&r->floor_mem, &r->sizes);
+	if (is_floor(s))
+		return floor_op(&r->floors[s], &r->sizes);
 	return lease_op(r->clients[s]);
 }
 
@@ -416,7 +235,7 @@ static int place(struct run *r, const struct placement *p)
 	int err = bench_pin_self(p->client_cpu);
 
 	for (unsigned s = 0; s < SUBJECTS && !err; s++)
-		if (s != SUBJECT_QUIET || r->quiet)
+		if (runs(r, s))
 			err = bench_pin_process(server_pid(r, s), p->server_cpu);
 	return err;
 }
@@ -450,109 +269,164 @@ static int batch(struct run *r, struct placement *p, enum subject s, unsigned n)
 	return 0;
 }
 
+static double pct(const struct placement *p, enum subject s, double q)
+{
+	return (double)bench_hist_pct(&p->hist[s], q);
+}
+
+static void write_ratios(struct bench_json *j, const struct placement *p, enum subject d,
+			 const char *prefix)
+{
+	char key[96];
+
+	snprintf(key, sizeof(key), "%sratio_p50", prefix);
+	bench_json_num(j, key, bench_ratio(pct(p, d, 50), pct(p, SUBJECT_FLOOR, 50)));
+	snprintf(key, sizeof(key), "%sratio_p99", prefix);
+	bench_json_num(j, key, bench_ratio(pct(p, d, 99), pct(p, SUBJECT_FLOOR, 99)));
+	snprintf(key, sizeof(key), "%sratio_p999", prefix);
+	bench_json_num(j, key, bench_ratio(pct(p, d, 99.9), pct(p, SUBJECT_FLOOR, 99.9)));
+	snprintf(key, sizeof(key), "%sratio_p50_vs_floor_no_fd", prefix);
+	bench_json_num(j, key, bench_ratio(pct(p, d, 50), pct(p, SUBJECT_FLOOR_NOFD, 50)));
+	snprintf(key, sizeof(key), "%sp99_over_p50", prefix);
+	bench_json_num(j, key, bench_ratio(pct(p, d, 99), pct(p, d, 50)));
+}
+
+static void write_per_op(struct bench_json *j, const struct run *r, const struct placement *p,
+			 const char *key, const uint64_t *v, double scale)
+{
+	bench_json_object(j, key);
+	for (unsigned s = 0; s < SUBJECTS; s++) {
+		char k[64];
+
+		if (!runs(r, s))
+			continue;
+		snprintf(k, sizeof(k), "%s_server", subject_names[s]);
+		bench_json_num(j, k, bench_ratio((double)v[s] / scale, (double)p->ops[s]));
+		snprintf(k, sizeof(k), "%s_client", subject_names[s]);
+		bench_json_num(j, k,
+			       bench_ratio((double)v[SUBJECTS + s] / scale, (double)p->ops[s]));
+	}
+	bench_json_end_object(j);
+}
+
 static void write_placement(struct bench_json *j, const struct run *r, const struct placement *p)
 {
-	const struct bench_hist *f = &p->hist[SUBJECT_FLOOR], *d = &p->hist[SUBJECT_DAEMON];
+	uint64_t cpu[2 * SUBJECTS], sw[2 * SUBJECTS];
 
 	bench_json_object(j, NULL);
 	bench_json_str(j, "name", p->name);
 	bench_json_int(j, "client_cpu", p->client_cpu);
 	bench_json_int(j, "server_cpu", p->server_cpu);
 	for (unsigned s = 0; s < SUBJECTS; s++)
-		if (s != SUBJECT_QUIET || r->quiet)
+		if (runs(r, s))
 			bench_json_hist(j, subject_names[s], &p->hist[s]);
-	bench_json_num(j, "ratio_p50",
-		       bench_ratio((double)bench_hist_pct(d, 50), (double)bench_hist_pct(f, 50)));
-	bench_json_num(j, "ratio_p99",
-		       bench_ratio((double)bench_hist_pct(d, 99), (double)bench_hist_pct(f, 99)));
-	bench_json_num(
-	    j, "ratio_p999",
-	    bench_ratio((double)bench_hist_pct(d, 99.9), (double)bench_hist_pct(f, 99.9)));
+	/* "daemon" is the arena path (librocmmem's default); "per_lease_" the memfd per lease. */
+	write_ratios(j, p, SUBJECT_DAEMON, "");
+	write_ratios(j, p, SUBJECT_PER_LEASE, "per_lease_");
 	bench_json_num(j, "daemon_p99_over_p50",
-		       bench_ratio((double)bench_hist_pct(d, 99), (double)bench_hist_pct(d, 50)));
+		       bench_ratio(pct(p, SUBJECT_DAEMON, 99), pct(p, SUBJECT_DAEMON, 50)));
 	bench_json_num(j, "floor_p99_over_p50",
-		       bench_ratio((double)bench_hist_pct(f, 99), (double)bench_hist_pct(f, 50)));
-	bench_json_num(j, "ratio_p50_vs_floor_with_memory_work",
-		       bench_ratio((double)bench_hist_pct(d, 50),
-				   (double)bench_hist_pct(&p->hist[SUBJECT_FLOOR_MEM], 50)));
-	if (r->quiet) {
-		const struct bench_hist *q = &p->hist[SUBJECT_QUIET];
-
-		bench_json_num(
-		    j, "quiet_ratio_p50",
-		    bench_ratio((double)bench_hist_pct(q, 50), (double)bench_hist_pct(f, 50)));
-	}
-	/* Microseconds of CPU per operation, from schedstat (server) and the thread clock. */
-	bench_json_object(j, "cpu_us_per_op");
-	for (unsigned s = 0; s < SUBJECTS; s++) {
-		char key[64];
-
-		if (s == SUBJECT_QUIET && !r->quiet)
-			continue;
-		snprintf(key, sizeof(key), "%s_server", subject_names[s]);
-		bench_json_num(
-		    j, key, bench_ratio((double)p->server_cpu_ns[s] / 1000.0, (double)p->ops[s]));
-		snprintf(key, sizeof(key), "%s_client", subject_names[s]);
-		bench_json_num(
-		    j, key, bench_ratio((double)p->client_cpu_ns[s] / 1000.0, (double)p->ops[s]));
-	}
-	bench_json_end_object(j);
-	bench_json_object(j, "context_switches_per_op");
-	for (unsigned s = 0; s < SUBJECTS; s++) {
-		char key[64];
-
-		if (s == SUBJECT_QUIET && !r->quiet)
-			continue;
-		snprintf(key, sizeof(key), "%s_server", subject_names[s]);
-		bench_json_num(j, key,
-			       bench_ratio((double)p->server_switches[s], (double)p->ops[s]));
-		snprintf(key, sizeof(key), "%s_client", subject_names[s]);
-		bench_json_num(j, key,
-			       bench_ratio((double)p->client_switches[s], (double)p->ops[s]));
-	}
-	bench_json_end_object(j);
+		       bench_ratio(pct(p, SUBJECT_FLOOR, 99), pct(p, SUBJECT_FLOOR, 50)));
+	bench_json_num(j, "ratio_p50_vs_floor_with_arena_work",
+		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_ARENA, 50)));
+	bench_json_num(j, "per_lease_ratio_p50_vs_floor_with_memory_work",
+		       bench_ratio(pct(p, SUBJECT_PER_LEASE, 50), pct(p, SUBJECT_FLOOR_MEM, 50)));
+	bench_json_num(j, "arena_over_per_lease_p50",
+		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_PER_LEASE, 50)));
+	if (r->quiet)
+		bench_json_num(j, "quiet_ratio_p50",
+			       bench_ratio(pct(p, SUBJECT_QUIET, 50), pct(p, SUBJECT_FLOOR, 50)));
+	/* Microseconds of CPU per operation (schedstat, thread clock); context switches. */
+	memcpy(cpu, p->server_cpu_ns, sizeof(p->server_cpu_ns));
+	memcpy(cpu + SUBJECTS, p->client_cpu_ns, sizeof(p->client_cpu_ns));
+	memcpy(sw, p->server_switches, sizeof(p->server_switches));
+	memcpy(sw + SUBJECTS, p->client_switches, sizeof(p->client_switches));
+	write_per_op(j, r, p, "cpu_us_per_op", cpu, 1000.0);
+	write_per_op(j, r, p, "context_switches_per_op", sw, 1.0);
 	bench_json_end_object(j);
 }
 
 /*
  * profile_daemon runs ops lease operations (same CPU for both sides) under perf record
  * (the daemon: DIR/perf.data), then under strace -c (the daemon: DIR/strace-daemon.txt; this
- * process: DIR/strace-client.txt), for the report's explanation of where the time goes.
+ * process: DIR/strace-client.txt), for the report's explanation of where the time goes: the
+ * arena client's, and with a per-lease client's into DIR/per-lease-*.
  */
 static void profile_daemon(struct run *r, struct profile *pf)
 {
-	char pid[16], self[16], data[512], sd[512], sc[512];
-	pid_t tool, tool2;
+	for (unsigned k = 0; k < 2; k++) {
+		rocmmem_client *c = r->clients[k ? SUBJECT_PER_LEASE : SUBJECT_DAEMON];
+		const char *pre = k ? "per-lease-" : "";
+		char pid[16], self[16], data[512], sd[512], sc[512];
+		pid_t tool, tool2;
 
-	snprintf(pid, sizeof(pid), "%d", (int)r->daemons[SUBJECT_DAEMON].pid);
-	snprintf(self, sizeof(self), "%d", (int)getpid());
-	snprintf(data, sizeof(data), "%s/perf.data", pf->dir);
-	snprintf(sd, sizeof(sd), "%s/strace-daemon.txt", pf->dir);
-	snprintf(sc, sizeof(sc), "%s/strace-client.txt", pf->dir);
-	bench_pin_self(0);
-	bench_pin_process(r->daemons[SUBJECT_DAEMON].pid, 0);
-	{
-		const char *argv[] = {"perf", "record", "-q", "-F", "4999", "-e", "cpu-clock",
-				      "-g",   "-p",	pid,  "-o", data,   NULL};
+		snprintf(pid, sizeof(pid), "%d", (int)r->daemons[SUBJECT_DAEMON].pid);
+		snprintf(self, sizeof(self), "%d", (int)getpid());
+		snprintf(data, sizeof(data), "%s/%sperf.data", pf->dir, pre);
+		snprintf(sd, sizeof(sd), "%s/%sstrace-daemon.txt", pf->dir, pre);
+		snprintf(sc, sizeof(sc), "%s/%sstrace-client.txt", pf->dir, pre);
+		bench_pin_self(0);
+		bench_pin_process(r->daemons[SUBJECT_DAEMON].pid, 0);
+		{
+			const char *argv[] = {"perf", "record",	   "-q", "-F", "4999",
+					      "-e",   "cpu-clock", "-g", "-p", pid,
+					      "-o",   data,	   NULL};
 
-		tool = attach(argv);
-		for (unsigned i = 0; i < pf->ops && tool > 0; i++)
-			lease_op(r->clients[SUBJECT_DAEMON]);
-		detach(tool);
-		pf->perf = tool > 0;
+			tool = attach(argv);
+			for (unsigned i = 0; i < pf->ops && tool > 0; i++)
+				lease_op(c);
+			detach(tool);
+			pf->perf = tool > 0;
+		}
+		{
+			const char *argv[] = {"strace", "-c", "-f", "-p", pid, "-o", sd, NULL};
+			const char *argv2[] = {"strace", "-c", "-p", self, "-o", sc, NULL};
+
+			tool = attach(argv);
+			tool2 = tool > 0 ? attach(argv2) : 0;
+			for (unsigned i = 0; i < pf->ops && tool > 0; i++)
+				lease_op(c);
+			detach(tool2);
+			detach(tool);
+			pf->strace = tool > 0 && tool2 > 0;
+		}
 	}
-	{
-		const char *argv[] = {"strace", "-c", "-f", "-p", pid, "-o", sd, NULL};
-		const char *argv2[] = {"strace", "-c", "-p", self, "-o", sc, NULL};
+}
 
-		tool = attach(argv);
-		tool2 = tool > 0 ? attach(argv2) : 0;
-		for (unsigned i = 0; i < pf->ops && tool > 0; i++)
-			lease_op(r->clients[SUBJECT_DAEMON]);
-		detach(tool2);
-		detach(tool);
-		pf->strace = tool > 0 && tool2 > 0;
-	}
+/*
+ * fds_for_leases holds 4 leases on c and says by how many the daemon's descriptors grew: 4
+ * for memfds per lease, 0 or 1 for an arena (its memfd, made at the first lease).
+ */
+static long fds_for_leases(pid_t daemon, rocmmem_client *c)
+{
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = LEASE_SIZE, .timeout_ms = 0};
+	rocmmem_lease *l[4] = {0};
+	long before = bench_proc_fds(daemon), after;
+
+	for (unsigned i = 0; i < 4; i++)
+		if (rocmmem_lease_acquire(c, &req, &l[i]) != 0)
+			l[i] = NULL;
+	after = bench_proc_fds(daemon);
+	for (unsigned i = 0; i < 4; i++)
+		if (l[i])
+			rocmmem_lease_release(l[i]);
+	return after - before;
+}
+
+/* connect_as connects to d, with host arenas offered or (ROCMMEM_HOST_ARENA=0) not. */
+static int connect_as(const struct bench_daemon *d, bool arena, rocmmem_client **c)
+{
+	int err;
+
+	if (arena)
+		unsetenv("ROCMMEM_HOST_ARENA");
+	else
+		setenv("ROCMMEM_HOST_ARENA", "0", 1);
+	err = rocmmem_connect(d->sock, arena ? "bench_roundtrip" : "bench_roundtrip-per-lease",
+			      5000, c);
+	unsetenv("ROCMMEM_HOST_ARENA");
+	return err;
 }
 
 static int start_daemons(struct run *r, const char *rocmmemd)
@@ -560,20 +434,84 @@ static int start_daemons(struct run *r, const char *rocmmemd)
 	static const char *const info[] = {"--backend", "host", "--budget", "1G", NULL};
 	static const char *const warn[] = {"--backend",	  "host", "--budget", "1G",
 					   "--log-level", "warn", NULL};
+	struct bench_daemon *d = &r->daemons[SUBJECT_DAEMON];
 	int err;
 
-	err = bench_daemon_start(&r->daemons[SUBJECT_DAEMON], rocmmemd, -1, info, NULL);
-	if (err)
+	if ((err = bench_daemon_start(d, rocmmemd, -1, info, NULL)) ||
+	    (err = connect_as(d, true, &r->clients[SUBJECT_DAEMON])) ||
+	    (err = connect_as(d, false, &r->clients[SUBJECT_PER_LEASE])))
 		return err;
-	err = rocmmem_connect(r->daemons[SUBJECT_DAEMON].sock, "bench_roundtrip", 5000,
-			      &r->clients[SUBJECT_DAEMON]);
-	if (err || !r->quiet)
-		return err;
+	r->held_fds[0] = fds_for_leases(d->pid, r->clients[SUBJECT_DAEMON]);
+	r->held_fds[1] = fds_for_leases(d->pid, r->clients[SUBJECT_PER_LEASE]);
+	if (!r->quiet)
+		return 0;
 	err = bench_daemon_start(&r->daemons[SUBJECT_QUIET], rocmmemd, -1, warn, NULL);
 	if (err)
 		return err;
-	return rocmmem_connect(r->daemons[SUBJECT_QUIET].sock, "bench_roundtrip", 5000,
-			       &r->clients[SUBJECT_QUIET]);
+	return connect_as(&r->daemons[SUBJECT_QUIET], true, &r->clients[SUBJECT_QUIET]);
+}
+
+/* rounds_run takes the rounds: each placement, every subject in ABBA order. */
+static int rounds_run(struct run *r, struct placement *places, unsigned nplaces, unsigned rounds,
+		      unsigned ops)
+{
+	int err = 0;
+
+	for (unsigned round = 0; round < rounds && !err; round++) {
+		for (unsigned pi = 0; pi < nplaces && !err; pi++) {
+			struct placement *p = &places[pi];
+			unsigned n = r->quiet ? SUBJECTS : SUBJECTS - 1;
+
+			if ((err = place(r, p)))
+				break;
+			/* ABBA: which goes first alternates from round to round. */
+			for (unsigned k = 0; k < n && !err; k++)
+				err = batch(r, p, (enum subject)((round % 2) ? n - 1 - k : k), ops);
+			if (r->quiet && !err)
+				time_pieces(ops / 4 + 1);
+		}
+	}
+	return err;
+}
+
+static void write_json(struct bench_json *j, const struct run *r, const struct placement *places,
+		       unsigned nplaces, unsigned rounds, unsigned ops, const struct profile *pf)
+{
+	bench_json_str(j, "benchmark", "roundtrip");
+	bench_json_str(j, "backend", "host");
+	bench_json_int(j, "lease_bytes", (int64_t)LEASE_SIZE);
+	bench_json_int(j, "rounds", rounds);
+	bench_json_int(j, "ops_per_batch", ops);
+	bench_json_int(j, "daemon_fds_for_4_leases_arena", r->held_fds[0]);
+	bench_json_int(j, "daemon_fds_for_4_leases_per_lease", r->held_fds[1]);
+	/* An arena client holds at most its arena's fd: more means the daemon gave memfds. */
+	bench_json_bool(j, "arena_in_use", r->held_fds[0] <= 1);
+	bench_json_object(j, "floor_packets");
+	bench_json_int(j, "acquire", (int64_t)r->sizes.acquire);
+	bench_json_int(j, "grant", (int64_t)r->sizes.grant);
+	bench_json_int(j, "release", (int64_t)r->sizes.release);
+	bench_json_int(j, "released", (int64_t)r->sizes.released);
+	bench_json_end_object(j);
+	if (nplaces < 2)
+		bench_json_str(j, "cross_core", "not run: one CPU available");
+	bench_json_array(j, "placements");
+	for (unsigned i = 0; i < nplaces; i++)
+		write_placement(j, r, &places[i]);
+	bench_json_end_array(j);
+	if (pf->dir) {
+		bench_json_object(j, "profile");
+		bench_json_int(j, "ops", pf->ops);
+		bench_json_str(j, "dir", pf->dir);
+		bench_json_bool(j, "perf", pf->perf);
+		bench_json_bool(j, "strace", pf->strace);
+		bench_json_end_object(j);
+	}
+	if (r->quiet) {
+		bench_json_object(j, "pieces");
+		for (unsigned i = 0; i < PIECES; i++)
+			bench_json_hist(j, piece_names[i], &pieces[i]);
+		bench_json_end_object(j);
+	}
 }
 
 int main(int argc, char **argv)
@@ -593,13 +531,12 @@ int main(int argc, char **argv)
 		return 2;
 	memset(&r, 0, sizeof(r));
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--breakdown") == 0) {
+		if (strcmp(argv[i], "--breakdown") == 0)
 			r.quiet = true;
-		} else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
+		else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
 			profile.dir = argv[++i];
-		} else {
+		else
 			return bench_usage("bench_roundtrip", " [--breakdown] [--profile DIR]");
-		}
 	}
 	if (!args.rocmmemd)
 		return bench_need_daemon("bench_roundtrip");
@@ -613,35 +550,20 @@ int main(int argc, char **argv)
 		bench_hist_init(&pieces[i]);
 	measure_sizes(&r.sizes);
 	/* The floor servers are forked before anything else runs in this process. */
-	r.floor_mem.memory_work = true;
-	if ((err = floor_start(&r.floor, &r.sizes)) ||
-	    (err = floor_start(&r.floor_mem, &r.sizes)) ||
-	    (err = start_daemons(&r, args.rocmmemd))) {
+	for (unsigned s = 0; s < SUBJECT_DAEMON && !err; s++) {
+		r.floors[s].kind = s == SUBJECT_FLOOR_NOFD    ? FLOOR_NOFD
+				   : s == SUBJECT_FLOOR_MEM   ? FLOOR_MEMFD
+				   : s == SUBJECT_FLOOR_ARENA ? FLOOR_ARENA
+							      : FLOOR_PLAIN;
+		err = floor_start(&r.floors[s], &r.sizes);
+	}
+	if (err || (err = start_daemons(&r, args.rocmmemd))) {
 		fprintf(stderr, "bench_roundtrip: Could not start: %s (%s)\n", strerror(-err),
 			rocmmem_last_error());
 		status = 1;
 		goto out;
 	}
-	for (unsigned round = 0; round < rounds && !err; round++) {
-		for (unsigned pi = 0; pi < nplaces && !err; pi++) {
-			struct placement *p = &places[pi];
-			enum subject order[SUBJECTS] = {SUBJECT_FLOOR, SUBJECT_FLOOR_MEM,
-							SUBJECT_DAEMON, SUBJECT_QUIET};
-			unsigned n = r.quiet ? 4 : 3;
-
-			if ((err = place(&r, p)))
-				break;
-			/* ABBA: which goes first alternates from round to round. */
-			for (unsigned k = 0; k < n && !err; k++) {
-				enum subject s = order[(round % 2) ? n - 1 - k : k];
-
-				err = batch(&r, p, s, ops);
-			}
-			if (r.quiet && !err)
-				time_pieces(ops / 4 + 1);
-		}
-	}
-	if (err) {
+	if ((err = rounds_run(&r, places, nplaces, rounds, ops))) {
 		fprintf(stderr, "bench_roundtrip: an operation failed: %s (%s)\n", strerror(-err),
 			rocmmem_last_error());
 		status = 1;
@@ -657,37 +579,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	bench_json_open(&j, out);
-	bench_json_str(&j, "benchmark", "roundtrip");
-	bench_json_str(&j, "backend", "host");
-	bench_json_int(&j, "lease_bytes", (int64_t)LEASE_SIZE);
-	bench_json_int(&j, "rounds", rounds);
-	bench_json_int(&j, "ops_per_batch", ops);
-	bench_json_object(&j, "floor_packets");
-	bench_json_int(&j, "acquire", (int64_t)r.sizes.acquire);
-	bench_json_int(&j, "grant", (int64_t)r.sizes.grant);
-	bench_json_int(&j, "release", (int64_t)r.sizes.release);
-	bench_json_int(&j, "released", (int64_t)r.sizes.released);
-	bench_json_end_object(&j);
-	if (nplaces < 2)
-		bench_json_str(&j, "cross_core", "not run: one CPU available");
-	bench_json_array(&j, "placements");
-	for (unsigned i = 0; i < nplaces; i++)
-		write_placement(&j, &r, &places[i]);
-	bench_json_end_array(&j);
-	if (profile.dir) {
-		bench_json_object(&j, "profile");
-		bench_json_int(&j, "ops", profile.ops);
-		bench_json_str(&j, "dir", profile.dir);
-		bench_json_bool(&j, "perf", profile.perf);
-		bench_json_bool(&j, "strace", profile.strace);
-		bench_json_end_object(&j);
-	}
-	if (r.quiet) {
-		bench_json_object(&j, "pieces");
-		for (unsigned i = 0; i < PIECES; i++)
-			bench_json_hist(&j, piece_names[i], &pieces[i]);
-		bench_json_end_object(&j);
-	}
+	write_json(&j, &r, places, nplaces, rounds, ops, &profile);
 	bench_json_close(&j);
 	if (out != stdout)
 		fclose(out);
@@ -695,12 +587,12 @@ out:
 	bench_pin_self(-1);
 	for (unsigned s = SUBJECT_DAEMON; s < SUBJECTS; s++) {
 		rocmmem_disconnect(r.clients[s]);
-		if (r.daemons[s].pid > 0 && bench_daemon_stop(&r.daemons[s]) != 0)
+		if (s != SUBJECT_PER_LEASE && r.daemons[s].pid > 0 &&
+		    bench_daemon_stop(&r.daemons[s]) != 0)
 			status = 1;
 	}
-	if (r.floor.pid > 0)
-		floor_stop(&r.floor);
-	if (r.floor_mem.pid > 0)
-		floor_stop(&r.floor_mem);
+	for (unsigned s = 0; s < SUBJECT_DAEMON; s++)
+		if (r.floors[s].pid > 0)
+			floor_stop(&r.floors[s]);
 	return status;
 }

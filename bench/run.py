@@ -26,6 +26,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import before_after  # noqa: E402  (beside this file)
+except ImportError:  # a bundle that carries run.py alone (scripts/gpu_bundle.py): no such table
+    before_after = None
+
 BENCHMARKS = ["roundtrip", "throughput", "scale", "replay", "backfill", "evict", "telemetry", "gpu"]
 TIMEOUTS = {"tiny": 150, "quick": 600, "full": 1800}
 
@@ -227,24 +233,45 @@ def fig(benchmark, fid, title, unit, subject=None, baseline=None, ratio=None, ta
 
 def figures_roundtrip(d):
     out = []
+    arena = d.get("arena_in_use", True)
+    no_arena = ("" if arena else "the daemon handed this client a memfd per lease (%s fds for 4 "
+                "leases): no host arena in this build, so both rows measure the per-lease path"
+                % d.get("daemon_fds_for_4_leases_arena"))
     for p in d.get("placements", []):
         name = p["name"]
+        floor = ("raw SEQPACKET 2 round trips + 1 fd", p["floor"])
         r = p["ratio_p50"]
         out.append(fig("roundtrip", "roundtrip.%s.p50" % name,
-                       "Lease round trip, %s (acquire+map+touch+unmap+release)" % name, "us",
-                       p["daemon"], ("raw SEQPACKET 2 round trips + 1 fd", p["floor"]), r,
-                       "p50 <= 1.3x floor", verdict(r <= 1.3)))
+                       "Lease round trip, %s, host arena (acquire+touch+release; librocmmem's "
+                       "default)" % name, "us", p["daemon"], floor, r,
+                       "p50 <= 1.3x floor", verdict(r <= 1.3),
+                       note=no_arena or "vs the floor without an fd: %.2f; vs the floor doing "
+                       "the arena's kernel work (punch, one fault): %.2f"
+                       % (p["ratio_p50_vs_floor_no_fd"], p["ratio_p50_vs_floor_with_arena_work"])))
         t = p["daemon_p99_over_p50"]
         out.append(fig("roundtrip", "roundtrip.%s.tail" % name,
-                       "Lease round trip tail, %s: p99 / p50" % name, "ratio", p["daemon"],
-                       None, t, "p99 <= 2x p50", verdict(t <= 2.0),
+                       "Lease round trip tail, %s, host arena: p99 / p50" % name, "ratio",
+                       p["daemon"], None, t, "p99 <= 2x p50", verdict(t <= 2.0),
                        note="the floor's own p99/p50 in the same run: %.2f"
                        % p["floor_p99_over_p50"]))
-        m = p["ratio_p50_vs_floor_with_memory_work"]
-        out.append(fig("roundtrip", "roundtrip.%s.vs_memory_floor" % name,
-                       "Lease round trip vs the floor doing the same memory work, %s" % name,
-                       "us", p["daemon"], ("floor + memfd/mmap work", p["floor_with_memory_work"]),
-                       m, "(no target: what rocmmemd adds beyond the kernel's memory work)",
+        if "daemon_per_lease" in p:
+            r = p["per_lease_ratio_p50"]
+            out.append(fig("roundtrip", "roundtrip.%s.per_lease.p50" % name,
+                           "Lease round trip, %s, memfd per lease (before: ROCMMEM_HOST_ARENA=0, "
+                           "acquire+map+touch+unmap+release)" % name, "us",
+                           p["daemon_per_lease"], floor, r,
+                           "(before; the arena row above is after)", "info",
+                           note="p99/p50 %.2f; vs the floor doing the same memory work: %.2f; "
+                           "arena p50 / per-lease p50: %.2f"
+                           % (p["per_lease_p99_over_p50"],
+                              p["per_lease_ratio_p50_vs_floor_with_memory_work"],
+                              p["arena_over_per_lease_p50"])))
+        out.append(fig("roundtrip", "roundtrip.%s.vs_arena_floor" % name,
+                       "Lease round trip vs the floor doing the arena's kernel work, %s" % name,
+                       "us", p["daemon"], ("floor + hole punch + one fault in a kept mapping",
+                                           p["floor_with_arena_work"]),
+                       p["ratio_p50_vs_floor_with_arena_work"],
+                       "(no target: what rocmmemd and librocmmem add beyond the kernel's work)",
                        "info"))
     return out
 
@@ -272,6 +299,56 @@ def figures_throughput(d):
     return out
 
 
+def _scale_note(lv):
+    return ("daemon CPU per op %.1f us (x%.2f); on the connection holding the most leases p50 "
+            "%.1f us (x%.2f); daemon memory per lease: VmRSS %.0f B, heap %s B; kernel slab %.0f "
+            "B (system-wide, noisy); %s daemon fds; a full status reply (%d leases listed) %.1f ms"
+            % (lv["daemon_cpu_us_per_op"], lv["ratio_cpu_vs_first"],
+               lv.get("fullest_p50_us_median_of_rounds", 0),
+               lv.get("ratio_fullest_p50_vs_first", 0), lv.get("rss_bytes_per_item", 0),
+               "%.0f" % lv["heap_bytes_per_item"] if "heap_bytes_per_item" in lv else "-",
+               lv.get("kernel_slab_bytes_per_item_noisy", 0), lv.get("daemon_fds"),
+               lv.get("status_leases_listed", 0), lv.get("status_ms", 0)))
+
+
+def _scale_clients(run, unit):
+    out = []
+    lv = run[-1] if run else None
+    if lv:
+        per = lv.get("rss_bytes_per_item", 0) / 1024.0
+        out.append(fig("scale", "scale.clients.memory",
+                       "Daemon memory per connected client (VmRSS growth, %d clients)"
+                       % lv[unit], "KiB", None, None, None, "<= 16 KiB per client",
+                       verdict(per <= 16.0), value=round(per, 2),
+                       note="Pss growth: %.2f KiB per client"
+                       % (lv.get("pss_bytes_per_item", 0) / 1024.0)))
+        out.append(fig("scale", "scale.clients.cost",
+                       "Lease op with %d idle clients connected vs none" % lv[unit], "us",
+                       lv["op"], ("no other client", run[0]["op"]),
+                       lv["ratio_p50_vs_first"], "(flat: within 1.5x)",
+                       verdict(lv["ratio_p50_vs_first"] <= 1.5)))
+    return out
+
+
+def _scale_fds(name, s, first, top):
+    """The daemon's descriptors from the first level to the top: O(connections), or one per
+    lease."""
+    per = s.get("leases_per_filler_connection") or 1
+    conns = -(-top["leases"] // per) - -(-first["leases"] // per)
+    grown = top["daemon_fds"] - first["daemon_fds"]
+    leases = top["leases"] - first["leases"]
+    arena = not s.get("fd_per_lease")
+    return fig("scale", "scale.%s.fds" % name,
+               "Daemon descriptors at %d live leases, %s (from %d at %d)"
+               % (top["leases"], name, first["daemon_fds"], first["leases"]), "fds", None, None,
+               None, "O(connections): at most 3 more per connection added" if arena else
+               "(one per lease by design)",
+               verdict(grown <= 3 * max(conns, 0) + 2) if arena else "info",
+               value=top["daemon_fds"],
+               note="%+d fds for %+d leases and %+d filler connections; DaemonInfo.fds_open %s"
+               % (grown, leases, conns, top.get("daemon_fds_open_status", "-")))
+
+
 def figures_scale(d):
     out = []
     for s in d.get("series", []):
@@ -284,41 +361,34 @@ def figures_scale(d):
         run = [lv for lv in levels if not lv.get("not_run")]
         unit = s["unit"]
         if name == "clients":
-            lv = run[-1] if run else None
-            if lv:
-                per = lv.get("rss_bytes_per_item", 0) / 1024.0
-                out.append(fig("scale", "scale.clients.memory",
-                               "Daemon memory per connected client (VmRSS growth, %d clients)"
-                               % lv[unit], "KiB", None, None, None, "<= 16 KiB per client",
-                               verdict(per <= 16.0), value=round(per, 2),
-                               note="Pss growth: %.2f KiB per client"
-                               % (lv.get("pss_bytes_per_item", 0) / 1024.0)))
-                out.append(fig("scale", "scale.clients.cost",
-                               "Lease op with %d idle clients connected vs none" % lv[unit], "us",
-                               lv["op"], ("no other client", run[0]["op"]),
-                               lv["ratio_p50_vs_first"], "(flat: within 1.5x)",
-                               verdict(lv["ratio_p50_vs_first"] <= 1.5)))
+            out += _scale_clients(run, unit)
             continue
         first = run[0] if run else None
-        stand_in = name != "host"
+        stand_in = name not in ("host", "arena", "per-lease")
         for lv in run[1:]:
-            r = lv["ratio_p50_vs_first"]
+            r = max(lv["ratio_p50_vs_first"], lv.get("ratio_fullest_p50_vs_first", 0))
             out.append(fig("scale", "scale.%s.%d" % (name, lv[unit]),
-                           "Lease op (acquire+release) at %d live leases, %s backend"
-                           % (lv[unit], name), "us", lv["op"],
-                           ("%d live leases" % first[unit], first["op"]), r,
+                           "Lease op (acquire+release) at %d live leases, %s" % (lv[unit], name),
+                           "us", lv["op"], ("%d live leases" % first[unit], first["op"]), r,
                            "(stand-in driver: its own costs grow, see Profile: scaling)"
                            if stand_in else "within 1.5x of 1k leases",
-                           "info" if stand_in else verdict(r <= 1.5),
-                           note="daemon CPU per op %.1f us (x%.2f); daemon memory per lease: "
-                           "VmRSS %.0f B, Pss %.0f B; kernel slab %.0f B (system-wide, noisy)"
-                           % (lv["daemon_cpu_us_per_op"], lv["ratio_cpu_vs_first"],
-                              lv.get("rss_bytes_per_item", 0), lv.get("pss_bytes_per_item", 0),
-                              lv.get("kernel_slab_bytes_per_item_noisy", 0))))
+                           "info" if stand_in else verdict(r <= 1.5), note=_scale_note(lv)))
+        if len(run) > 1 and not stand_in:
+            top = run[-1]
+            out.append(_scale_fds(name, s, first, top))
+            out.append(fig("scale", "scale.%s.memory" % name,
+                           "Daemon memory per live lease, %s (growth from %d to %d leases)"
+                           % (name, first["leases"], top["leases"]), "B", None, None, None,
+                           "(reported)", "info", value=round(top.get("rss_bytes_per_item", 0)),
+                           note="VmRSS growth per lease; heap (DaemonInfo.heap_bytes) %s B per "
+                           "lease; kernel slab %.0f B per lease (system-wide, noisy)"
+                           % ("%.0f" % top["heap_bytes_per_item"]
+                              if "heap_bytes_per_item" in top else "-",
+                              top.get("kernel_slab_bytes_per_item_noisy", 0))))
         for lv in levels:
             if lv.get("not_run"):
                 out.append(fig("scale", "scale.%s.%d" % (name, lv[unit]),
-                               "Lease op at %d live leases, %s backend" % (lv[unit], name), "us",
+                               "Lease op at %d live leases, %s" % (lv[unit], name), "us",
                                None, None, None, "within 1.5x of 1k leases", "not run",
                                note=lv["not_run"]))
     return out
@@ -522,15 +592,17 @@ def profiles(results, profile_dir):
     if p:
         ops = max(p.get("ops", 1), 1)
         prof["roundtrip_ops"] = ops
-        if p.get("strace"):
-            prof["strace_daemon"] = _strace_rows(os.path.join(profile_dir, "strace-daemon.txt"),
-                                                 ops)
-            prof["strace_client"] = _strace_rows(os.path.join(profile_dir, "strace-client.txt"),
-                                                 ops)
-        if p.get("perf"):
-            data = os.path.join(profile_dir, "perf.data")
-            prof["perf_daemon_top"] = perf_top(data)
-            prof["perf_daemon_by_dso"] = perf_by_dso(data)
+        # The arena client's (as before: "strace-daemon.txt"), then the per-lease client's.
+        for key, pre in (("", ""), ("per_lease_", "per-lease-")):
+            if p.get("strace"):
+                for side in ("daemon", "client"):
+                    path = os.path.join(profile_dir, "%sstrace-%s.txt" % (pre, side))
+                    if os.path.exists(path):
+                        prof["%sstrace_%s" % (key, side)] = _strace_rows(path, ops)
+            data = os.path.join(profile_dir, pre + "perf.data")
+            if p.get("perf") and os.path.exists(data):
+                prof[key + "perf_daemon_top"] = perf_top(data)
+                prof[key + "perf_daemon_by_dso"] = perf_by_dso(data)
     return prof
 
 
@@ -622,6 +694,8 @@ def write_markdown(path, report):
         w("| %s | %s | %s | **%s** |" % (f["target"] or "-", f["title"], ", ".join(measured) or
                                         f.get("note", ""), f["verdict"]))
     w("")
+    if before_after:
+        L.extend(before_after.markdown(report.get("before_after")))
     w("## Figures")
     w("")
     w("Latencies in microseconds. The ratio is the subject over its baseline (for rates, "
@@ -655,6 +729,38 @@ def write_markdown(path, report):
         f.write("\n".join(L))
 
 
+def _syscalls(rows):
+    return sum(r["per_op"] for r in rows or [] if r["syscall"] not in ("restart_syscall",
+                                                                       "wait4", "kill"))
+
+
+def _roundtrip_gap(rt, prof):
+    """Where the arena round trip stands against its floors, same-core, in this run's numbers."""
+    p = next((x for x in rt.get("placements", []) if x["name"] == "same-core"), None)
+    if not p or "floor_with_arena_work" not in p or not rt.get("arena_in_use", True):
+        return ""
+    c = p["cpu_us_per_op"]
+    kernel = p["floor_with_arena_work"]["p50"] / p["floor"]["p50"]
+    text = ("Same-core, the arena's kernel work alone over the raw ping-pong (\"floor + arena "
+            "work\": the release's hole punch and the first touch's fault) is %.2fx the floor, "
+            "so the 1.3x target on the bare floor %s while release punches before it answers "
+            "and a lease's first touch faults; rocmmemd through an arena is %.2fx that floor "
+            "(%.2fx the bare one). What it adds: daemon CPU %.1f us per round trip against the "
+            "floor server's %.1f, librocmmem's %.1f against the floor client's %.1f"
+            % (kernel, "is out of reach" if kernel > 1.3 else "leaves %.0f%% for the daemon "
+               "and the library" % ((1.3 - kernel) * 100), p["ratio_p50_vs_floor_with_arena_work"],
+               p["ratio_p50"], c.get("daemon_server", 0), c.get("floor_with_arena_work_server", 0),
+               c.get("daemon_client", 0), c.get("floor_with_arena_work_client", 0)))
+    if prof.get("strace_daemon"):
+        text += ("; system calls per round trip: the daemon %.0f (an epoll_wait per request, a "
+                 "second recvmsg per request that finds nothing: the read loop drains the "
+                 "socket), the floor server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f "
+                 "(a poll before each recvmsg), the floor client 4"
+                 % (_syscalls(prof["strace_daemon"]), _syscalls(prof.get("strace_client"))))
+    return text + (". The rest is user space: protobuf, libuv, the books and the state file "
+                   "record, policy, events (perf above).")
+
+
 def explain(results, prof):
     """The profile behind each figure: where the time goes, in this run's numbers."""
     ex = []
@@ -664,39 +770,50 @@ def explain(results, prof):
         t.append("Where a lease round trip's time goes (same run, p50 in us; CPU and context "
                  "switches per operation):")
         t.append("")
-        t.append("| placement | floor | floor + memory work | rocmmemd | rocmmemd, log warn | "
-                 "daemon CPU | floor server CPU | client CPU (daemon) | client CPU (floor) | "
-                 "switches/op |")
-        t.append("|---|---|---|---|---|---|---|---|---|---|")
+        t.append("| placement | floor | floor, no fd | floor + arena work | floor + per-lease "
+                 "memory work | rocmmemd, arena | rocmmemd, per lease | rocmmemd arena, log warn "
+                 "| daemon CPU (arena / per lease) | floor server CPU | client CPU (arena / per "
+                 "lease) | client CPU (floor) | daemon switches/op |")
+        t.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for p in rt.get("placements", []):
             c = p["cpu_us_per_op"]
             s = p.get("context_switches_per_op", {})
-            t.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                p["name"], us(p["floor"]["p50"]), us(p["floor_with_memory_work"]["p50"]),
-                us(p["daemon"]["p50"]), us(p.get("daemon_log_warn", {}).get("p50")),
-                us(c.get("daemon_server")), us(c.get("floor_server")), us(c.get("daemon_client")),
-                us(c.get("floor_client")), num(s.get("daemon_server"))))
+            t.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s | %s |"
+                     % (p["name"], us(p["floor"]["p50"]), us(p.get("floor_no_fd", {}).get("p50")),
+                        us(p.get("floor_with_arena_work", {}).get("p50")),
+                        us(p["floor_with_memory_work"]["p50"]), us(p["daemon"]["p50"]),
+                        us(p.get("daemon_per_lease", {}).get("p50")),
+                        us(p.get("daemon_log_warn", {}).get("p50")),
+                        us(c.get("daemon_server")), us(c.get("daemon_per_lease_server")),
+                        us(c.get("floor_server")), us(c.get("daemon_client")),
+                        us(c.get("daemon_per_lease_client")), us(c.get("floor_client")),
+                        num(s.get("daemon_server"))))
+        gap = _roundtrip_gap(rt, prof)
+        if gap:
+            t.append("")
+            t.append(gap)
         pcs = rt.get("pieces")
         if pcs:
             t.append("")
             t.append("The kernel work a lease needs, timed alone in the same rounds (p50 / p99 "
                      "us): " + "; ".join("%s %s / %s" % (k.replace("_", " "), us(v["p50"]),
                                                            us(v["p99"])) for k, v in pcs.items()))
-        if prof.get("strace_daemon"):
-            t.append("")
-            t.append("System calls per lease round trip (strace -c over %d operations): daemon: "
-                     % prof["roundtrip_ops"] + ", ".join(
-                         "%s %s" % (r["syscall"], num(r["per_op"], 1))
-                         for r in prof["strace_daemon"]) + "; client (librocmmem): " +
-                     ", ".join("%s %s" % (r["syscall"], num(r["per_op"], 1))
-                               for r in prof.get("strace_client", [])) + ". The floor makes 2 "
-                     "sendmsg + 2 recvmsg on each side and one close.")
-        if prof.get("perf_daemon_by_dso"):
-            t.append("")
-            t.append("perf (cpu-clock, the daemon only): by object " + ", ".join(
-                "%s %.1f%%" % (r["dso"], r["percent"]) for r in prof["perf_daemon_by_dso"][:6]) +
-                "; top symbols " + ", ".join("%s %.1f%%" % (r["symbol"], r["percent"])
-                                             for r in prof.get("perf_daemon_top", [])[:10]) + ".")
+        for key, what in (("", "arena client"), ("per_lease_", "per-lease client")):
+            if prof.get(key + "strace_daemon"):
+                t.append("")
+                t.append("System calls per lease round trip, %s (strace -c over %d operations): "
+                         "daemon: " % (what, prof["roundtrip_ops"]) + ", ".join(
+                             "%s %s" % (r["syscall"], num(r["per_op"], 1))
+                             for r in prof[key + "strace_daemon"]) + "; client (librocmmem): " +
+                         ", ".join("%s %s" % (r["syscall"], num(r["per_op"], 1))
+                                   for r in prof.get(key + "strace_client", [])) + ".")
+            if prof.get(key + "perf_daemon_by_dso"):
+                t.append("")
+                t.append("perf (cpu-clock, the daemon only), %s: by object " % what + ", ".join(
+                    "%s %.1f%%" % (r["dso"], r["percent"])
+                    for r in prof[key + "perf_daemon_by_dso"][:6]) + "; top symbols " +
+                    ", ".join("%s %.1f%%" % (r["symbol"], r["percent"])
+                              for r in prof.get(key + "perf_daemon_top", [])[:10]) + ".")
         t.append("")
         t.append(ROUNDTRIP_READING)
         ex.append(("Profile: the lease round trip", "\n".join(t)))
@@ -751,21 +868,29 @@ def explain(results, prof):
             "runs": bf["backfill_on"]["runs"]}))
     sc = (results.get("scale") or {}).get("data")
     if sc:
+        why = ("the daemon read a meminfo fixture saying %d GiB (ROCMMEM_HOST_MEMINFO), which is "
+               "accounting only: no lease is ever touched, arenas and memfds are sparse."
+               % (sc.get("host_device_total_bytes", 0) >> 30)
+               if sc.get("host_total_from_meminfo_fixture") else
+               "the host's own MemAvailable (%d GiB) was used."
+               % (sc.get("host_device_total_bytes", 0) >> 30))
         ex.append(("Profile: scaling", SCALE_READING % {"nofile": sc.get("rlimit_nofile"),
-                                                        "total": sc.get(
-                                                            "host_device_total_bytes", 0) >> 30}))
+                                                        "why": why}))
     return ex
 
 
-ROUNDTRIP_READING = """Reading: the floor is the IPC alone. A lease also needs the kernel's memory \
-work: in the daemon a fresh sealed memfd per lease (memfd_create, ftruncate, F_ADD_SEALS) and at \
-release a hole punch and close; in the client librocmmem's aligned mapping (a reserve mmap, the \
-MAP_FIXED mapping, one or two munmaps to trim, madvise(MADV_HUGEPAGE)), the first-touch fault \
-and the munmap. "floor + memory work" does exactly that work over the same raw ping-pong, so \
-rocmmemd over it is what the daemon and the library add (protobuf, libuv, the books, the two \
-log lines per lease at the default level, poll() before each recvmsg in the library). The gap \
-to the bare floor is that kernel work. Fresh memfds cannot be pooled: a client that kept a \
-mapping of a released lease would see the next owner's data in a reused file."""
+ROUNDTRIP_READING = """Reading: the floor is the IPC alone (two round trips, the grant \
+carrying one fd, packets as large as the daemon's); "floor, no fd" the same without the fd. A \
+lease also needs the kernel's memory work. Through the client's arena (librocmmem's default, \
+docs/protocol.md "Host arenas") the arena's memfd is sent and mapped once; a lease is an offset, \
+its work one page fault at first touch and, at release, a hole punch in the daemon: "floor + \
+arena work" does exactly that over the raw ping-pong. Through a memfd per lease (a connection \
+made with ROCMMEM_HOST_ARENA=0: the compatibility path, and every host lease before arenas) the \
+daemon creates, sizes and seals a memfd per lease and punches and closes it at release, and the \
+client maps it 2 MiB aligned and unmaps it: "floor + per-lease memory work". rocmmemd over the \
+matching floor is what the daemon and the library add (protobuf, libuv, the books and the state \
+file record, policy, events, poll() before each recvmsg in the library). Both daemon rows are one \
+daemon, two connections, batches interleaved."""
 
 THROUGHPUT_READING = """Reading: both servers answer the same client code with replies of the \
 same sizes (the echo server replays what rocmmemd sent for each kind of request in this run, \
@@ -810,17 +935,20 @@ the lease is granted at once when it delays nobody ahead. Two daemons run side b
 swapped every round (%(runs)s rounds). The total wait is per run (its p50 and p99 over the \
 runs); the makespan is from the start of the three processes to the end of the last one."""
 
-SCALE_READING = """Reading: each live host lease holds one memfd, an fd in the daemon (and \
-kernel memory: an inode and a file, outside the daemon's VmRSS). 100k leases need 100k \
-descriptors: RLIMIT_NOFILE here is %(nofile)s and cannot be raised without CAP_SYS_RESOURCE \
-(the systemd unit should set LimitNOFILE= to the leases it must hold). They also need a 195 GiB \
-budget of 2 MiB granules, and a host budget may not exceed MemAvailable (%(total)s GiB here). \
-The largest level this machine allows is measured instead, on the host backend (the verdict) \
-and on the project's stand-in CUDA driver (a 256 GiB device; its memfds are as sparse as the \
-host's). The stand-in's own bookkeeping grows with its allocations: it keeps every physical \
-allocation in a singly linked list that fake_vmm_find and fake_vmm_release walk (perf of the \
-daemon at 18k stand-in leases: about a quarter of its samples in each of the two), so \
-its series shows the stand-in's cost, not the daemon's; its figures are informational."""
+SCALE_READING = """Reading: one operation is a lease acquire and release of 2 MiB (fd closed, \
+unmapped), timed on a probe connection holding nothing and on the connection holding the most \
+leases (its books and, with arenas, its allocator at their largest), the daemon and the bench \
+pinned to one CPU. Leases are held by filler connections (50000 each with arenas, 4000 per-lease) \
+that never touch them. "arena": every connection offers FEATURE_HOST_ARENA, a lease is a range \
+of its connection's arena and costs the daemon no descriptor. "per-lease": no feature bit, a \
+sealed memfd per lease, one descriptor each in the daemon; of RLIMIT_NOFILE (%(nofile)s here, \
+not raisable without CAP_SYS_RESOURCE) one uid may hold about half of what the daemon keeps for \
+host leases, so that series stops where the descriptors do and 100k is reported as not run. \
+100k leases of 2 MiB are a 195 GiB budget and a host budget may not exceed MemAvailable: %(why)s \
+The memory per lease is the daemon's VmRSS and heap growth (DaemonInfo.heap_bytes) divided by \
+the leases added, from the first level to the top; a status reply lists every lease (its time is \
+O(leases) by design: streamed in parts of 256 as the requester reads). The stand-in CUDA series \
+(informational) shows the stand-in driver's own bookkeeping, which walks a list per allocation."""
 
 
 def build_report(args, build, results, prof, before, after):
@@ -849,6 +977,7 @@ def build_report(args, build, results, prof, before, after):
         "figures": figures,
         "profile": prof,
         "explanations": explain(results, prof),
+        "before_after": before_after.rows(results) if before_after else [],
         "data": {k: v.get("data") for k, v in results.items()},
     }
     cpus = report["machine"]["cpus_usable"] or 1

@@ -50,7 +50,7 @@ fi
 if [ -n "$bundle" ]; then
 	mkdir -p "$bundle/bench" "$bundle/lib" "$bundle/tests/fakegpu/cuda"
 	cp "$build_dir/rocmmemd" "$bundle/"
-	cp "$build_dir"/bench/bench_* "$build_dir/bench/build_info.json" bench/run.py "$bundle/bench/"
+	cp "$build_dir"/bench/bench_* "$build_dir/bench/build_info.json" bench/run.py bench/before_after.py "$bundle/bench/"
 	if [ -f "$build_dir/tests/fakegpu/cuda/libcuda.so.1" ]; then
 		cp "$build_dir/tests/fakegpu/cuda/libcuda.so.1" "$bundle/tests/fakegpu/cuda/"
 	fi

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -322,6 +323,42 @@ uint64_t bench_meminfo_kib(const char *field)
 	if (read_file("/proc/meminfo", buf, sizeof(buf)) <= 0)
 		return 0;
 	return field_kib(buf, field);
+}
+
+int bench_meminfo_fixture(uint64_t bytes, char *path, size_t len)
+{
+	char dir[] = "/tmp/rocmmem-meminfo-XXXXXX";
+	FILE *f;
+
+	if (!mkdtemp(dir))
+		return -errno;
+	snprintf(path, len, "%s/meminfo", dir);
+	f = fopen(path, "we");
+	if (!f) {
+		int err = -errno;
+
+		rmdir(dir);
+		return err;
+	}
+	fprintf(f, "MemTotal:       %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n", bytes / 1024,
+		bytes / 1024);
+	return fclose(f) ? -errno : 0;
+}
+
+void bench_meminfo_fixture_remove(const char *path)
+{
+	char dir[512];
+	char *slash;
+
+	if (!path || !path[0])
+		return;
+	unlink(path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(dir);
+	}
 }
 
 uint64_t bench_raise_nofile(uint64_t want)

@@ -79,6 +79,16 @@ long bench_proc_fds(pid_t pid);
 uint64_t bench_meminfo_kib(const char *field);
 
 /*
+ * bench_meminfo_fixture writes a /proc/meminfo lookalike whose MemAvailable (and MemTotal) is
+ * bytes into a fresh temporary directory, for the daemon's ROCMMEM_HOST_MEMINFO
+ * (docs/backends.md): the host backend's device total, for leases that are never touched.
+ * Its path goes to path. Returns 0 or a negative errno. bench_meminfo_fixture_remove removes
+ * it and its directory (an empty path is ignored).
+ */
+int bench_meminfo_fixture(uint64_t bytes, char *path, size_t len);
+void bench_meminfo_fixture_remove(const char *path);
+
+/*
  * bench_raise_nofile raises RLIMIT_NOFILE to at least want (hard limit too, which needs
  * CAP_SYS_RESOURCE); children inherit it. Returns the soft limit now in force.
  */

@@ -30,14 +30,17 @@ int raw_dial(const char *path)
 	return fd;
 }
 
-int raw_connect(struct raw_conn *c, const char *path, const char *name, bool tagged,
-		struct raw_capture *capture)
+/* connect_as dials path and says hello, asking for features. */
+static int connect_as(struct raw_conn *c, const char *path, const char *name, bool tagged,
+		      struct raw_capture *capture, uint32_t features)
 {
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
+	struct raw_reply r;
 	int err;
 
 	c->next_id = 1;
+	c->features = 0;
 	c->tagged = tagged;
 	c->capture = capture;
 	c->fd = raw_dial(path);
@@ -46,12 +49,27 @@ int raw_connect(struct raw_conn *c, const char *path, const char *name, bool tag
 	hello.has_protocol_version = true;
 	hello.protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	hello.client_name = (char *)name;
+	hello.has_features = features != 0;
+	hello.features = features;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &hello;
-	err = raw_call(c, &msg, NULL);
+	err = raw_call(c, &msg, &r);
 	if (err)
 		raw_close(c);
+	else
+		c->features = r.features;
 	return err;
+}
+
+int raw_connect(struct raw_conn *c, const char *path, const char *name, bool tagged,
+		struct raw_capture *capture)
+{
+	return connect_as(c, path, name, tagged, capture, 0);
+}
+
+int raw_connect_features(struct raw_conn *c, const char *path, const char *name, uint32_t features)
+{
+	return connect_as(c, path, name, false, NULL, features);
 }
 
 void raw_close(struct raw_conn *c)
@@ -119,6 +137,9 @@ int raw_recv(struct raw_conn *c, struct raw_reply *out)
 		out->error = r->has_error ? r->error : 0;
 		out->more = r->has_more && r->more;
 		out->len = (size_t)n;
+		out->nfds = nfds;
+		if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_HELLO && r->hello->has_features)
+			out->features = r->hello->features;
 		if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_LEASE && r->lease->has_lease_id)
 			out->lease_id = r->lease->lease_id;
 		if (r->body_case == ROCMMEM__WIRE__REPLY__BODY_MODEL && r->model->has_model_id)
@@ -190,6 +211,54 @@ int raw_status(struct raw_conn *c)
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS;
 	msg.status = &st;
 	return raw_call(c, &msg, NULL);
+}
+
+int raw_status_info(struct raw_conn *c, struct raw_daemon_info *out)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__StatusRequest st = ROCMMEM__WIRE__STATUS_REQUEST__INIT;
+	bool more = true;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_STATUS;
+	msg.status = &st;
+	if ((err = raw_send(c, &msg)))
+		return err;
+	while (more) {
+		Rocmmem__Wire__ServerMessage *m;
+		Rocmmem__Wire__Reply *r;
+		int fds[WIRE_MAX_FDS];
+		unsigned nfds = 0;
+		ssize_t n = wire_recv(c->fd, c->rx, sizeof(c->rx), fds, &nfds, 0);
+
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : (int)n;
+		wire_close_fds(fds, nfds);
+		m = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
+		if (!m)
+			return -EBADMSG;
+		r = m->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY ? m->reply : NULL;
+		if (r && r->has_id && r->id == msg.id) {
+			const Rocmmem__Wire__StatusReply *s =
+			    r->body_case == ROCMMEM__WIRE__REPLY__BODY_STATUS ? r->status : NULL;
+
+			err = r->has_error ? r->error : 0;
+			more = !err && r->has_more && r->more;
+			out->parts++;
+			if (s && s->daemon) {
+				out->heap_bytes = s->daemon->heap_bytes;
+				out->fds_open = s->daemon->fds_open;
+				out->fds_limit = s->daemon->fds_limit;
+			}
+			if (s)
+				out->leases += s->n_leases;
+		}
+		rocmmem__wire__server_message__free_unpacked(m, NULL);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 int raw_model_register(struct raw_conn *c, const char *name, int model_class, uint64_t size,

@@ -23,6 +23,7 @@ struct raw_capture {
 struct raw_conn {
 	int fd;
 	uint64_t next_id;
+	uint32_t features; /* the Hello.features bits the daemon accepted (HelloReply.features) */
 	/* Talking to the echo server: each request carries its kind in one extra byte. */
 	bool tagged;
 	struct raw_capture *capture; /* NULL, or where each reply's packets are copied */
@@ -37,7 +38,17 @@ struct raw_reply {
 	bool more;	   /* further packets of the same reply follow */
 	uint64_t lease_id; /* a lease grant's */
 	uint64_t model_id; /* a model registration's */
+	uint32_t features; /* a hello's reply: the feature bits accepted */
+	unsigned nfds;	   /* descriptors that came with it (closed already) */
 	size_t len;	   /* the packet's size */
+};
+
+/* What the first part of a status reply says of the daemon itself (0: not said). */
+struct raw_daemon_info {
+	uint64_t heap_bytes; /* DaemonInfo.heap_bytes */
+	uint64_t fds_open, fds_limit;
+	uint64_t leases; /* LeaseInfo entries over all the parts */
+	unsigned parts;
 };
 
 /*
@@ -48,6 +59,13 @@ struct raw_reply {
 int raw_connect(struct raw_conn *c, const char *path, const char *name, bool tagged,
 		struct raw_capture *capture);
 void raw_close(struct raw_conn *c);
+
+/*
+ * raw_connect_features connects as raw_connect does, asking for the FEATURE_* bits in
+ * features (Hello.features; 0 asks for none: the daemon's compatibility path); c->features
+ * gets what the daemon accepted. Returns 0 or a negative errno.
+ */
+int raw_connect_features(struct raw_conn *c, const char *path, const char *name, uint32_t features);
 
 /* raw_dial connects a SOCK_SEQPACKET socket to path, saying nothing. Returns it or -errno. */
 int raw_dial(const char *path);
@@ -71,6 +89,8 @@ int raw_call(struct raw_conn *c, Rocmmem__Wire__ClientMessage *msg, struct raw_r
 int raw_lease_acquire(struct raw_conn *c, uint64_t size, int64_t timeout_ms, uint64_t *lease_id);
 int raw_lease_release(struct raw_conn *c, uint64_t lease_id);
 int raw_status(struct raw_conn *c);
+/* raw_status_info asks for status and reads every part of it into *out. */
+int raw_status_info(struct raw_conn *c, struct raw_daemon_info *out);
 int raw_model_register(struct raw_conn *c, const char *name, int model_class, uint64_t size,
 		       int32_t priority, uint64_t *model_id);
 int raw_model_acquire(struct raw_conn *c, uint64_t model_id, int64_t timeout_ms);

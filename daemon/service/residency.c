@@ -150,9 +150,7 @@ static void tell_revoked(struct svc *svc, struct model *m, const char *revoked)
 	const struct lease *l;
 
 	/* Leases still tagged with it: their memory goes too, and the owner is told. */
-	TAILQ_FOREACH (l, &h->leases, holder_link) {
-		if (l->model != m)
-			continue;
+	TAILQ_FOREACH (l, &m->leases, model_link) {
 		n.kind = NOTE_LEASE_REVOKED;
 		n.lease_id = l->id;
 		n.reason = revoked ? revoked : "its model was evicted";
@@ -214,11 +212,10 @@ void svc_unload(struct svc *svc, struct model *m, const char *revoked)
 	adopt_model_changed(svc, m);
 	/* Freeing may grant a lease tagged with the model's next residency: it is linked after
 	 * `last`, and stays. */
-	last = TAILQ_LAST(&h->leases, lease_list);
-	for (l = TAILQ_FIRST(&h->leases); l; l = next) {
-		next = l == last ? NULL : TAILQ_NEXT(l, holder_link);
-		if (l->model == m)
-			svc_lease_destroy(svc, l);
+	last = TAILQ_LAST(&m->leases, lease_list);
+	for (l = TAILQ_FIRST(&m->leases); l; l = next) {
+		next = l == last ? NULL : TAILQ_NEXT(l, model_link);
+		svc_lease_destroy(svc, l);
 	}
 	svc_answer_admin(svc, m, revoked != NULL, bytes);
 	svc_auto_trim(svc, d->index);

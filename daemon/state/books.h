@@ -35,6 +35,7 @@ struct lease {
 	uint64_t offset;	    /* ... at this offset */
 	uint32_t state_slot; /* its record in the state file (daemon/service/adopt.c), 0: none */
 	TAILQ_ENTRY(lease) holder_link;
+	TAILQ_ENTRY(lease) model_link; /* on model->leases while model is not NULL */
 };
 
 TAILQ_HEAD(lease_list, lease);
@@ -63,7 +64,10 @@ struct model {
 	bool pinned;
 	uint64_t reservation; /* bytes accounted without a lease */
 	uint64_t lease_bytes; /* bytes of the owner's leases tagged with this model */
-	unsigned use_count;   /* acquires not yet released */
+	/* Those leases: unloading the model walks them, not every lease of its owner (a host
+	 * may hold thousands of plain leases beside a model). */
+	struct lease_list leases;
+	unsigned use_count; /* acquires not yet released */
 	bool evicting;
 	/* Its residency's number: 1 at registration, one more each time its memory is taken
 	 * back (acked or revoked). Evictions name it, acks echo it (docs/residency.md). */

@@ -159,12 +159,26 @@ static int check_model_sums(const struct holder *h, char *why, size_t len)
 	TAILQ_FOREACH (m, &h->models, holder_link) {
 		const struct lease *l;
 		const struct waiter *w;
-		uint64_t tagged = 0;
+		uint64_t tagged = 0, listed = 0;
 		unsigned waiters = 0;
 
 		TAILQ_FOREACH (l, &h->leases, holder_link)
 			if (l->model == m)
 				tagged += l->size;
+		/* Its own list holds exactly those: each of them, none other. */
+		TAILQ_FOREACH (l, &m->leases, model_link) {
+			if (l->model != m || l->owner != h)
+				return fail(why, len,
+					    "model %" PRIu64 " lists lease %" PRIu64
+					    " that is not tagged with it",
+					    m->id, l->id);
+			listed += l->size;
+		}
+		if (listed != tagged)
+			return fail(why, len,
+				    "model %" PRIu64 ": lists %" PRIu64 " bytes of leases, %" PRIu64
+				    " tagged",
+				    m->id, listed, tagged);
 		TAILQ_FOREACH (w, &h->waiters, holder_link)
 			if (w->model == m)
 				waiters++;

@@ -96,8 +96,10 @@ void state_lease_link(struct state *s, struct holder *h, struct lease *l, uint64
 	l->model = model_id ? state_model_find(s, model_id) : NULL;
 	if (l->model && (l->model->owner != h || l->model->device != l->device))
 		l->model = NULL;
-	if (l->model)
+	if (l->model) {
 		l->model->lease_bytes += l->size;
+		TAILQ_INSERT_TAIL(&l->model->leases, l, model_link);
+	}
 	l->created_ms = now_ms;
 	TAILQ_INSERT_TAIL(&h->leases, l, holder_link);
 	h->lease_count++;
@@ -109,8 +111,10 @@ void state_lease_unlink(struct state *s, struct lease *l)
 {
 	struct holder *h = l->owner;
 
-	if (l->model)
+	if (l->model) {
 		l->model->lease_bytes -= l->size;
+		TAILQ_REMOVE(&l->model->leases, l, model_link);
+	}
 	lease_table_remove(&s->leases, l);
 	TAILQ_REMOVE(&h->leases, l, holder_link);
 	h->lease_count--;
@@ -237,6 +241,7 @@ int state_model_add(struct state *s, struct model *m, uint64_t want_id)
 	err = want_id ? 0 : idtable_add(&s->models, m, &m->id);
 	if (err)
 		return err;
+	TAILQ_INIT(&m->leases);
 	TAILQ_INSERT_TAIL(&m->owner->models, m, holder_link);
 	m->owner->model_count++;
 	TAILQ_INSERT_TAIL(&d->models, m, device_link);
@@ -251,9 +256,9 @@ void state_model_remove(struct state *s, struct model *m)
 	struct lease *l;
 
 	/* Leases outlive their model's registration as plain leases. */
-	TAILQ_FOREACH (l, &h->leases, holder_link) {
-		if (l->model == m)
-			l->model = NULL;
+	while ((l = TAILQ_FIRST(&m->leases))) {
+		TAILQ_REMOVE(&m->leases, l, model_link);
+		l->model = NULL;
 	}
 	idtable_remove(&s->models, m->id);
 	TAILQ_REMOVE(&h->models, m, holder_link);

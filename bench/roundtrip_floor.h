@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * roundtrip_floor.h: bench_roundtrip's floors: raw SOCK_SEQPACKET servers answering a lease's
+ * two round trips with packets as large as rocmmemd's, alone or doing a lease's kernel work.
+ */
+#ifndef ROCMMEM_BENCH_ROUNDTRIP_FLOOR_H
+#define ROCMMEM_BENCH_ROUNDTRIP_FLOOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define LEASE_SIZE ((uint64_t)2 << 20)
+/* Bytes of the floor's arena: sparse, like the daemon's; the lease is its first 2 MiB. */
+#define FLOOR_ARENA_SIZE ((uint64_t)64 << 20)
+
+/* The floor's packets: as large as the daemon's, built from the same messages. */
+struct sizes {
+	size_t acquire, grant, release, released;
+};
+
+enum floor_kind {
+	FLOOR_PLAIN, /* the same memfd passed with every grant, nothing else */
+	FLOOR_NOFD,  /* no fd at all */
+	FLOOR_MEMFD, /* a fresh memfd per acquire, punched and closed at release */
+	FLOOR_ARENA, /* one memfd passed with the first grant only; release punches 2 MiB of it */
+};
+
+struct floor_server {
+	pid_t pid;
+	int sock;
+	enum floor_kind kind;
+	uint8_t *arena; /* FLOOR_ARENA: the client's mapping of it, kept */
+};
+
+/* measure_sizes packs the messages a lease round trip sends, for the floor's packet sizes. */
+void measure_sizes(struct sizes *s);
+
+/* make_memfd creates a sealed memfd of size bytes as the host backend does; fd or -errno. */
+int make_memfd(uint64_t size);
+
+/* floor_start forks f's server (f->kind says which); floor_stop ends it. 0 or -errno. */
+int floor_start(struct floor_server *f, const struct sizes *s);
+void floor_stop(struct floor_server *f);
+
+/* map_like_librocmmem maps fd 2 MiB aligned with huge pages asked for; NULL on failure. */
+uint8_t *map_like_librocmmem(int fd, size_t size);
+
+/* floor_op makes one lease round trip against f, with the client's side of its kernel work. */
+int floor_op(struct floor_server *f, const struct sizes *s);
+
+#endif
