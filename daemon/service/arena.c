@@ -20,6 +20,16 @@
 #include "state/arena.h"
 
 /*
+ * A released range stays warm (unpunched, for its client's next lease of that size) this
+ * long at most, and an arena keeps at most ARENA_WARM_CAP or an eighth of the budget so:
+ * a lease that is released and taken again at once costs neither a hole punch nor a page
+ * fault, and what a client gave back returns to the host within ARENA_WARM_MS
+ * (docs/protocol.md, "Host arenas").
+ */
+#define ARENA_WARM_MS 250u
+#define ARENA_WARM_CAP (256ull << 20)
+
+/*
  * arena_bytes sizes an arena on d: twice the budget, so that fragmentation rarely leaves a
  * lease without a range. Address space only: a memfd's pages come as they are touched.
  */
@@ -95,6 +105,92 @@ struct arena *svc_arena_adopt(struct svc *svc, struct holder *h, unsigned device
 	return a;
 }
 
+/* warm_punch punches and gives back h's warm ranges released at or before until_ms. */
+static void warm_punch(struct svc *svc, struct holder *h, uint64_t until_ms)
+{
+	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
+		struct arena *a = h->arena[i];
+		struct arena_warm w;
+		int err;
+
+		while (a && arena_warm_pop(a, until_ms, &w)) {
+			err = arenafd_punch(a->fd, w.offset, w.bytes);
+			if (err)
+				log_warn("Could not punch a released range out of arena %" PRIu64
+					 ": %s",
+					 a->id, strerror(-err));
+			if (arena_give_unleased(a, w.offset, w.bytes) < 0)
+				log_error("a warm range at %" PRIu64
+					  " was not taken from arena %" PRIu64,
+					  w.offset, a->id);
+			svc->state.devices[i].arena_warm -= w.bytes;
+		}
+	}
+}
+
+/* warm_arm sets h's DUE_ARENA deadline to when its oldest warm range has been warm long
+ * enough, or clears it when it keeps none. */
+static void warm_arm(struct svc *svc, struct holder *h)
+{
+	uint64_t oldest = UINT64_MAX;
+
+	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++)
+		if (h->arena[i] && h->arena[i]->nwarm && h->arena[i]->warm[0].since_ms < oldest)
+			oldest = h->arena[i]->warm[0].since_ms;
+	if (oldest == UINT64_MAX) {
+		state_deadline_clear(&svc->state, &h->arena_warm_slot);
+	} else if (state_deadline_set(&svc->state, DUE_ARENA, h->id, oldest + ARENA_WARM_MS,
+				      &h->arena_warm_slot) < 0) {
+		/* No room for the deadline: nothing may stay warm without one. */
+		warm_punch(svc, h, UINT64_MAX);
+		state_deadline_clear(&svc->state, &h->arena_warm_slot);
+	}
+	svc_due_changed(svc);
+}
+
+bool svc_arena_keep_warm(struct svc *svc, struct lease *l)
+{
+	struct device *d = &svc->state.devices[l->device];
+	uint64_t cap = d->budget / 8 < ARENA_WARM_CAP ? d->budget / 8 : ARENA_WARM_CAP;
+	struct holder *h = l->owner;
+
+	/* Someone waits for memory on the device: it goes back now. */
+	if (d->queue.count || !arena_warm_keep(l->arena, l->offset, l->size, svc_now(svc), cap))
+		return false;
+	l->arena = NULL;
+	device_uncharge(d, l->size);
+	d->arena_warm += l->size;
+	if (!h->arena_warm_slot)
+		warm_arm(svc, h);
+	return true;
+}
+
+bool svc_arenas_cool(struct svc *svc, uint64_t holder)
+{
+	struct holder *h = state_holder_find(&svc->state, holder);
+	uint64_t now = svc_now(svc);
+
+	if (!h || !h->arena_warm_slot)
+		return false;
+	warm_punch(svc, h, now >= ARENA_WARM_MS ? now - ARENA_WARM_MS : 0);
+	state_deadline_clear(&svc->state, &h->arena_warm_slot);
+	warm_arm(svc, h);
+	return true;
+}
+
+void svc_arenas_cool_device(struct svc *svc, unsigned device)
+{
+	struct holder *h;
+
+	if (device >= svc->state.ndevices || !svc->state.devices[device].arena_warm)
+		return;
+	for (h = state_holder_next(&svc->state, 0); h; h = state_holder_next(&svc->state, h->id))
+		if (h->arena[device] && h->arena[device]->nwarm) {
+			warm_punch(svc, h, UINT64_MAX);
+			warm_arm(svc, h);
+		}
+}
+
 int svc_arena_take(struct svc *svc, struct holder *h, const struct svc_grant *q, struct lease **out,
 		   bool *first, char *why, size_t why_len)
 {
@@ -109,7 +205,13 @@ int svc_arena_take(struct svc *svc, struct holder *h, const struct svc_grant *q,
 	a = h->arena[q->device];
 	if (!a && !(a = arena_open(svc, h, q->device, &err, why, why_len)))
 		return err;
-	if (arena_take(a, q->size, &offset) < 0) {
+	if (arena_warm_take(a, q->size, &offset)) {
+		/* Its own memory, as it left it: no punch was made and no page faults in. */
+		d->arena_warm -= q->size;
+		warm_arm(svc, h);
+	} else if (arena_take(a, q->size, &offset) < 0 &&
+		   (!a->warm_bytes || (warm_punch(svc, h, UINT64_MAX), warm_arm(svc, h),
+				       arena_take(a, q->size, &offset) < 0))) {
 		/* The documented answer: a memfd of its own (docs/protocol.md, "Host arenas"). */
 		h->arena_fallbacks++;
 		svc->state.arena_fallbacks++;
@@ -176,6 +278,10 @@ void svc_arena_lease_gone(struct svc *svc, struct lease *l)
 
 void svc_arenas_close(struct svc *svc, struct holder *h)
 {
+	/* Its client may map the arena still (a connection closed by a process that lives on). */
+	warm_punch(svc, h, UINT64_MAX);
+	state_deadline_clear(&svc->state, &h->arena_warm_slot);
+	svc_due_changed(svc);
 	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
 		struct arena *a = h->arena[i];
 

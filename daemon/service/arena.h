@@ -41,6 +41,21 @@ void svc_arenas_settle(struct holder *h);
 /* svc_arena_lease_gone punches lease l's range out of its arena and hands the range back. */
 void svc_arena_lease_gone(struct svc *svc, struct lease *l);
 
+/*
+ * svc_arena_keep_warm keeps released lease l's range unpunched for its client's next lease of
+ * that size (for a short while, within a cap; not while a request waits on its device):
+ * uncharged, out of l. Returns true, or false when l is to be punched as any other.
+ */
+bool svc_arena_keep_warm(struct svc *svc, struct lease *l);
+
+/* svc_arenas_cool punches what holder has kept warm long enough, at its DUE_ARENA deadline.
+ * Returns false when it has no such deadline (the caller drops the heap entry). */
+bool svc_arenas_cool(struct svc *svc, uint64_t holder);
+
+/* svc_arenas_cool_device punches every warm range on device now (a request waits there, or
+ * a trim). */
+void svc_arenas_cool_device(struct svc *svc, unsigned device);
+
 /* svc_arenas_close closes h's arenas (every lease in them gone first). */
 void svc_arenas_close(struct svc *svc, struct holder *h);
 

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "arena.h"
 #include "base/log.h"
 #include "measure.h"
 #include "memory.h"
@@ -41,6 +42,8 @@ static void queue(struct svc *svc, struct holder *h, const struct policy_request
 		return;
 	}
 	svc_due_changed(svc);
+	/* Memory is short there: what clients keep warm in their arenas goes back first. */
+	svc_arenas_cool_device(svc, w->device);
 	if (r->progress && svc_progress_track(svc, w) < 0)
 		log_warn("out of memory: a waiting request is not told its progress");
 	log_debug("queued %s on device %u for connection %" PRIu64 " (%u waiting)",
@@ -95,7 +98,7 @@ void svc_lease_release(struct svc *svc, uint64_t holder, uint64_t request_id, ui
 	/* Its client's own memory, kept for its next lease of that size (service/pool.c),
 	 * which answers once it is ready for that. */
 	if (!svc_pool_park(svc, l, request_id)) {
-		svc_lease_destroy(svc, l);
+		svc_lease_give_back(svc, l);
 		svc_reply_ok(svc, holder, request_id);
 	}
 	svc->pump(svc);

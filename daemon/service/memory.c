@@ -98,7 +98,9 @@ void svc_lease_released(struct svc *svc, const struct lease *l, enum log_level l
 		  holder_label(l->owner, who, sizeof(who)));
 }
 
-void svc_lease_destroy(struct svc *svc, struct lease *l)
+/* lease_destroy takes l from its owner and frees its memory; keep_warm: an arena range may stay
+ * warm for its client (a release). */
+static void lease_destroy(struct svc *svc, struct lease *l, bool keep_warm)
 {
 	bool in_arena = l->arena != NULL;
 
@@ -107,13 +109,25 @@ void svc_lease_destroy(struct svc *svc, struct lease *l)
 	adopt_lease_gone(svc, l);
 	state_lease_unlink(&svc->state, l);
 	if (in_arena) {
-		/* Punched and given back now: nothing blocks, and no fd or job per lease. */
-		svc_arena_lease_gone(svc, l);
+		/* Punched and given back now (or kept warm): nothing blocks, and no fd or job
+		 * per lease. */
+		if (!keep_warm || !svc_arena_keep_warm(svc, l))
+			svc_arena_lease_gone(svc, l);
 		svc->pump(svc);
 	} else {
 		svc_free_allocation(svc, l->device, &l->alloc);
 	}
 	free(l);
+}
+
+void svc_lease_destroy(struct svc *svc, struct lease *l)
+{
+	lease_destroy(svc, l, false);
+}
+
+void svc_lease_give_back(struct svc *svc, struct lease *l)
+{
+	lease_destroy(svc, l, true);
 }
 
 /* grant_failed answers a grant the backend could not allocate. */

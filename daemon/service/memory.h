@@ -41,4 +41,8 @@ void svc_lease_made(struct svc *svc, struct holder *h, struct lease *l, uint64_t
 /* svc_lease_destroy takes a lease from its owner and frees its memory. */
 void svc_lease_destroy(struct svc *svc, struct lease *l);
 
+/* svc_lease_give_back is svc_lease_destroy for a lease its client released: a host arena's
+ * range may stay warm for the client's next lease (service/arena.h). */
+void svc_lease_give_back(struct svc *svc, struct lease *l);
+
 #endif

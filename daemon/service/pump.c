@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "adopt.h"
+#include "arena.h"
 #include "measure.h"
 #include "memory.h"
 #include "progress_tell.h"
@@ -222,6 +223,8 @@ void svc_run_deadlines(struct svc *svc)
 			hold_over(svc, now, e->id);
 			continue;
 		}
+		if (e->kind == DUE_ARENA && svc_arenas_cool(svc, e->id))
+			continue;
 		if (!expired(svc, now))
 			heap_pop(&svc->state.deadlines, &gone); /* nobody's any more */
 	}

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "pool.h"
 #include "reply.h"
 #include "size.h"
@@ -136,6 +137,9 @@ void svc_trim_start(struct svc *svc, uint64_t holder, uint64_t request_id, bool 
 	for (unsigned i = 0; i < svc->state.ndevices; i++) {
 		struct device *d = &svc->state.devices[i];
 
+		/* Released arena ranges kept warm are the client's cache: a trim empties it. */
+		if (all || i == device)
+			svc_arenas_cool_device(svc, i);
 		if ((all || i == device) && !d->lost && !d->trimming)
 			trim_device(t, d);
 	}

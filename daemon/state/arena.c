@@ -81,6 +81,55 @@ int arena_give(struct arena *a, uint64_t offset, uint64_t bytes)
 	return 0;
 }
 
+bool arena_warm_keep(struct arena *a, uint64_t offset, uint64_t bytes, uint64_t now_ms,
+		     uint64_t cap)
+{
+	if (a->nwarm >= ARENA_WARM_MAX || bytes > cap || a->warm_bytes > cap - bytes ||
+	    a->leases == 0 || a->used < bytes)
+		return false;
+	a->warm[a->nwarm++] = (struct arena_warm){offset, bytes, now_ms};
+	a->warm_bytes += bytes;
+	a->leases--;
+	a->used -= bytes;
+	return true;
+}
+
+bool arena_warm_take(struct arena *a, uint64_t bytes, uint64_t *offset)
+{
+	for (unsigned i = a->nwarm; i-- > 0;) {
+		if (a->warm[i].bytes != bytes)
+			continue;
+		*offset = a->warm[i].offset;
+		memmove(&a->warm[i], &a->warm[i + 1], (a->nwarm - i - 1) * sizeof(a->warm[0]));
+		a->nwarm--;
+		a->warm_bytes -= bytes;
+		a->leases++;
+		a->used += bytes;
+		return true;
+	}
+	return false;
+}
+
+bool arena_warm_pop(struct arena *a, uint64_t until_ms, struct arena_warm *out)
+{
+	if (a->nwarm == 0 || a->warm[0].since_ms > until_ms)
+		return false;
+	*out = a->warm[0];
+	memmove(&a->warm[0], &a->warm[1], (a->nwarm - 1) * sizeof(a->warm[0]));
+	a->nwarm--;
+	a->warm_bytes -= out->bytes;
+	return true;
+}
+
+int arena_give_unleased(struct arena *a, uint64_t offset, uint64_t bytes)
+{
+	uint64_t start, n;
+
+	if (!in_granules(a, offset, bytes, &start, &n))
+		return -EINVAL;
+	return ranges_free(&a->ranges, start, n);
+}
+
 uint64_t arena_free_bytes(const struct arena *a)
 {
 	return a->ranges.free * a->granule;

@@ -12,6 +12,18 @@
 
 #include "ranges.h"
 
+/*
+ * The most released ranges an arena keeps warm: taken in the allocator but in no lease,
+ * not yet punched, for its client's next lease of the same size (service/arena.c says when).
+ */
+#define ARENA_WARM_MAX 8u
+
+struct arena_warm {
+	uint64_t offset;
+	uint64_t bytes;
+	uint64_t since_ms; /* when it was released */
+};
+
 struct arena {
 	uint64_t id; /* stable across a restart of the daemon (the state file keeps it) */
 	unsigned device;
@@ -25,6 +37,9 @@ struct arena {
 	uint32_t leases;     /* leases in it */
 	uint64_t used;	     /* bytes in its leases */
 	uint32_t state_slot; /* its record in the state file, 0: none */
+	struct arena_warm warm[ARENA_WARM_MAX]; /* oldest first */
+	unsigned nwarm;
+	uint64_t warm_bytes; /* in warm[] */
 };
 
 /*
@@ -49,6 +64,27 @@ int arena_claim(struct arena *a, uint64_t offset, uint64_t bytes);
 
 /* arena_give hands [offset, offset + bytes) back. Returns 0, -EINVAL (not taken) or -ENOMEM. */
 int arena_give(struct arena *a, uint64_t offset, uint64_t bytes);
+
+/*
+ * arena_warm_keep keeps the range of a lease given back ([offset, offset + bytes), still
+ * taken in the allocator) as warm since now_ms, when fewer than ARENA_WARM_MAX are and
+ * warm_bytes stays within cap. Returns true, or false with nothing changed.
+ */
+bool arena_warm_keep(struct arena *a, uint64_t offset, uint64_t bytes, uint64_t now_ms,
+		     uint64_t cap);
+
+/* arena_warm_take makes the newest warm range of exactly bytes a lease again (*offset).
+ * Returns true, or false when none is that long. */
+bool arena_warm_take(struct arena *a, uint64_t bytes, uint64_t *offset);
+
+/* arena_warm_pop takes the oldest warm range off (*out) when it was released at or before
+ * until_ms, leaving it taken in the allocator and in no lease: the caller punches it and gives
+ * it back with arena_give_unleased. Returns true, or false when none is that old. */
+bool arena_warm_pop(struct arena *a, uint64_t until_ms, struct arena_warm *out);
+
+/* arena_give_unleased hands back a range that is in no lease (one popped from warm).
+ * Returns 0 or -EINVAL (not taken). */
+int arena_give_unleased(struct arena *a, uint64_t offset, uint64_t bytes);
 
 /* arena_free_bytes and arena_largest_free: all that is free, and the longest free range. */
 uint64_t arena_free_bytes(const struct arena *a);

@@ -171,6 +171,7 @@ struct holder {
 	 * there), and its host leases that fitted no free range of it (a memfd each). */
 	struct arena *arena[BACKEND_MAX_DEVICES];
 	uint64_t arena_fallbacks;
+	uint32_t arena_warm_slot;     /* its DUE_ARENA deadline, 0: none */
 	struct uid_account *account;  /* its uid's account */
 	TAILQ_ENTRY(holder) uid_link; /* ... of which it is one */
 };

@@ -191,6 +191,25 @@ static int check_model_sums(const struct holder *h, char *why, size_t len)
 	return 0;
 }
 
+/* check_warm says whether a's warm ranges are whole granules inside it and add up; -1 if not. */
+static int check_warm(const struct arena *a)
+{
+	uint64_t bytes = 0;
+
+	if (a->nwarm > ARENA_WARM_MAX)
+		return -1;
+	for (unsigned i = 0; i < a->nwarm; i++) {
+		const struct arena_warm *w = &a->warm[i];
+
+		if (w->bytes == 0 || w->offset % a->granule || w->bytes % a->granule ||
+		    w->offset > a->size || w->bytes > a->size - w->offset ||
+		    (i && w->since_ms < a->warm[i - 1].since_ms))
+			return -1;
+		bytes += w->bytes;
+	}
+	return bytes == a->warm_bytes ? 0 : -1;
+}
+
 /* check_arenas checks each of h's arenas: its leases' ranges and bytes, and its allocator. */
 static int check_arenas(const struct holder *h, char *why, size_t len)
 {
@@ -212,7 +231,8 @@ static int check_arenas(const struct holder *h, char *why, size_t len)
 					    l->id);
 		}
 		if (a->device != i || leases != a->leases || used != a->used ||
-		    arena_free_bytes(a) + used != a->size || ranges_check(&a->ranges) < 0)
+		    arena_free_bytes(a) + used + a->warm_bytes != a->size ||
+		    ranges_check(&a->ranges) < 0 || check_warm(a) < 0)
 			return fail(why, len,
 				    "holder %" PRIu64 ": arena %" PRIu64
 				    " has %u leases of %" PRIu64 " bytes listed, %u of %" PRIu64
@@ -223,15 +243,37 @@ static int check_arenas(const struct holder *h, char *why, size_t len)
 	return 0;
 }
 
-/* check_holders checks every holder; *leases and *waiters sum their counts. */
-static int check_holders(const struct state *s, uint64_t *leases, uint64_t *waiters, char *why,
-			 size_t len)
+/* check_warm_due says whether h's DUE_ARENA deadline is there exactly while it keeps warm
+ * ranges (counted in *deadlines); -1 if not. */
+static int check_warm_due(const struct state *s, const struct holder *h, unsigned *deadlines)
+{
+	const struct heap_entry *e;
+	uint64_t warm = 0;
+
+	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++)
+		warm += h->arena[i] ? h->arena[i]->warm_bytes : 0;
+	if (!h->arena_warm_slot)
+		return warm ? -1 : 0;
+	(*deadlines)++;
+	e = heap_get(&s->deadlines, h->arena_warm_slot);
+	return warm && e && e->kind == DUE_ARENA && e->id == h->id ? 0 : -1;
+}
+
+/* check_holders checks every holder; *leases and *waiters sum their counts, *deadlines its
+ * deadlines. */
+static int check_holders(const struct state *s, uint64_t *leases, uint64_t *waiters,
+			 unsigned *deadlines, char *why, size_t len)
 {
 	const struct holder *h;
 	int err;
 
 	for (h = state_holder_next(s, 0); h; h = state_holder_next(s, h->id)) {
 		err = check_lists(h, why, len);
+		if (!err && check_warm_due(s, h, deadlines) < 0)
+			err =
+			    fail(why, len,
+				 "holder %" PRIu64 ": warm arena ranges and their deadline differ",
+				 h->id);
 		if (!err)
 			err = check_model_sums(h, why, len);
 		if (!err)
@@ -286,7 +328,7 @@ int state_check(const struct state *s, char *why, size_t why_len)
 		queued += s->devices[i].queue.count;
 	}
 	if (!err)
-		err = check_holders(s, &leases, &waiters, why, why_len);
+		err = check_holders(s, &leases, &waiters, &deadlines, why, why_len);
 	if (!err)
 		err = check_leases(s, leases, why, why_len);
 	if (err)

@@ -29,13 +29,14 @@ struct device {
 	bool integrated;
 	uint32_t handle_kind;
 	uint64_t granule;
-	uint64_t total;	    /* what the backend reports */
-	uint64_t budget;    /* the most that may be leased at once; never exceeded */
-	uint64_t headroom;  /* total - budget */
-	uint64_t leased;    /* bytes held by leases, and by ones being allocated or freed */
-	uint64_t reserved;  /* bytes accounted for without a lease (model reservations) */
-	uint64_t leases;    /* number of live leases */
-	uint64_t releasing; /* of leased: bytes the backend is freeing right now */
+	uint64_t total;	     /* what the backend reports */
+	uint64_t budget;     /* the most that may be leased at once; never exceeded */
+	uint64_t headroom;   /* total - budget */
+	uint64_t leased;     /* bytes held by leases, and by ones being allocated or freed */
+	uint64_t reserved;   /* bytes accounted for without a lease (model reservations) */
+	uint64_t arena_warm; /* released host arena ranges not yet punched (service/arena.c) */
+	uint64_t leases;     /* number of live leases */
+	uint64_t releasing;  /* of leased: bytes the backend is freeing right now */
 	struct queue queue;
 	struct model_list models;
 	unsigned nmodels;

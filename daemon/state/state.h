@@ -26,6 +26,7 @@ enum deadline_kind {
 	DUE_EVICTION,	/* an owner's time to unload a model (id: the model's) */
 	DUE_GRACE,	/* after a restart, the time to re-declare (id: 0) */
 	DUE_HOLD,	/* a model in use past its maximum hold (id: the model's) */
+	DUE_ARENA,	/* a holder's warm arena ranges to punch (id: the holder's) */
 };
 
 struct state {

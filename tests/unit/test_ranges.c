@@ -198,6 +198,54 @@ static void test_large_space(void **state)
 	ranges_finish(&r);
 }
 
+/*
+ * Warm ranges: a released range kept for the next lease of exactly its size (newest first),
+ * bounded in count and bytes, popped oldest first by age, and given back unleased.
+ */
+static void test_warm_ranges(void **state)
+{
+	const uint64_t g = 2u << 20;
+	struct arena_warm w;
+	struct arena a;
+	uint64_t off[ARENA_WARM_MAX + 2], o;
+
+	(void)state;
+	assert_int_equal(arena_init(&a, 9, 0, 64 * g, g), 0);
+	for (unsigned i = 0; i < ARENA_WARM_MAX + 2; i++)
+		assert_int_equal(arena_take(&a, (i % 2 + 1) * g, &off[i]), 0);
+	/* Over the byte cap: not kept, nothing changed. */
+	assert_false(arena_warm_keep(&a, off[1], 2 * g, 5, g));
+	assert_int_equal(a.leases, ARENA_WARM_MAX + 2);
+	for (unsigned i = 0; i < ARENA_WARM_MAX; i++)
+		assert_true(arena_warm_keep(&a, off[i], (i % 2 + 1) * g, 10 + i, 64 * g));
+	/* Full: the ninth is punched as any release would be. */
+	assert_false(arena_warm_keep(&a, off[ARENA_WARM_MAX], g, 30, 64 * g));
+	assert_int_equal(a.leases, 2);
+	assert_int_equal(a.warm_bytes, (ARENA_WARM_MAX / 2) * 3 * g);
+	assert_int_equal(arena_free_bytes(&a) + a.used + a.warm_bytes, a.size);
+	/* The newest of that exact size comes back; no size match, no range. */
+	assert_true(arena_warm_take(&a, 2 * g, &o));
+	assert_int_equal(o, off[ARENA_WARM_MAX - 1]);
+	assert_false(arena_warm_take(&a, 3 * g, &o));
+	assert_int_equal(a.leases, 3);
+	/* Popped oldest first, only when old enough. */
+	assert_false(arena_warm_pop(&a, 9, &w));
+	assert_true(arena_warm_pop(&a, 11, &w));
+	assert_int_equal(w.offset, off[0]);
+	assert_int_equal(arena_give_unleased(&a, w.offset, w.bytes), 0);
+	assert_true(arena_warm_pop(&a, 11, &w));
+	assert_int_equal(w.offset, off[1]);
+	assert_int_equal(arena_give_unleased(&a, w.offset, w.bytes), 0);
+	assert_false(arena_warm_pop(&a, 11, &w));
+	assert_int_equal(arena_give_unleased(&a, off[0], g), -EINVAL); /* given back already */
+	while (arena_warm_pop(&a, UINT64_MAX, &w))
+		assert_int_equal(arena_give_unleased(&a, w.offset, w.bytes), 0);
+	assert_int_equal(a.nwarm, 0);
+	assert_int_equal(a.warm_bytes, 0);
+	assert_int_equal(arena_free_bytes(&a) + a.used, a.size);
+	arena_finish(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +253,7 @@ int main(void)
 	    cmocka_unit_test(test_claim),
 	    cmocka_unit_test(test_fragmented_arena),
 	    cmocka_unit_test(test_large_space),
+	    cmocka_unit_test(test_warm_ranges),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
