@@ -76,6 +76,43 @@ class StatusTest(PyTestCase):
         self.assertIs(mine["devices"][0]["integrated"], False)
         t.release()
 
+    def test_arena(self):
+        """A client's host arena: used is the sum of its leases, as rocmmemctl shows it too;
+        a release takes its bytes off at once, and its range is free once punched (a hole
+        between two leases: fragmented); a client without arenas has no "arena"."""
+        c = self.connect(name="arena")
+        os.environ["ROCMMEM_HOST_ARENA"] = "0"
+        try:
+            plain = self.connect(name="no-arena")
+        finally:
+            del os.environ["ROCMMEM_HOST_ARENA"]
+        leases = [c.lease(size) for size in ("6M", "10M", "4M")]
+        plain_lease = plain.lease("2M")
+
+        def mine(st, name):
+            found = [x for x in st["clients"] if x["pid"] == os.getpid() and x["name"] == name]
+            self.assertEqual(len(found), 1, st["clients"])
+            return found[0]
+
+        whole = {"size_bytes": 128 * MiB, "used_bytes": 20 * MiB, "free_bytes": 108 * MiB,
+                 "largest_free_bytes": 108 * MiB, "fallbacks": 0}  # twice the 64M budget
+        for st in (c.status(), self.status()):
+            self.assertEqual(mine(st, "arena")["arena"], whole)
+            self.assertEqual(mine(st, "arena")["leased_bytes"], 20 * MiB)
+            self.assertNotIn("arena", mine(st, "no-arena"))
+        leases[1].release()  # the middle one
+        self.assertEqual(mine(c.status(), "arena")["arena"]["used_bytes"], 10 * MiB)
+        st = self.wait_status(lambda s: mine(s, "arena")["arena"]["free_bytes"] == 118 * MiB,
+                              what="the released range punched and free")
+        self.assertEqual(mine(st, "arena")["arena"],
+                         dict(whole, used_bytes=10 * MiB, free_bytes=118 * MiB))
+        view = self.ctl("status").stdout
+        self.assertRegex(view, rf"(?m)^  pid {os.getpid()}: arena 10 MiB used of 128 MiB, "
+                               r"8\.5% fragmented \(longest free 108 MiB\)$")  # 1 - 108/118
+        self.assertEqual(view.count(f"pid {os.getpid()}: arena"), 1, view)
+        for lease in (leases[0], leases[2], plain_lease):
+            lease.release()
+
     def test_status_from_threads(self):
         c = self.connect(name="threads")
         held = c.lease("4M")
