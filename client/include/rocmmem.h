@@ -554,7 +554,7 @@ struct rocmmem_client_info {
 	 * (address space, not memory), the bytes in its leases (arena_used_bytes), what is free
 	 * in its allocator (a range released within the last 250 ms, kept warm for its next
 	 * lease, is neither) and the longest free range; arena_fallbacks: its host leases that
-	 * fitted no free range and got a memfd of their own (counted with or without an arena). */
+	 * fitted no free range of it and got a memfd of their own, no part of the arena. */
 	uint64_t arena_bytes;
 	uint64_t arena_used_bytes;
 	uint64_t arena_free_bytes;
