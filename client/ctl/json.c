@@ -214,6 +214,16 @@ json_object *ctl_client_json(const struct rocmmem_client_info *v)
 	ctl_json_u64(o, "waiting", v->waiting);
 	ctl_json_bool(o, "pidfd", v->pidfd);
 	books_json(o, v);
+	if (v->arena_bytes) {
+		json_object *a = json_object_new_object();
+
+		ctl_json_u64(a, "size_bytes", v->arena_bytes);
+		ctl_json_u64(a, "used_bytes", v->arena_used_bytes);
+		ctl_json_u64(a, "free_bytes", v->arena_free_bytes);
+		ctl_json_u64(a, "largest_free_bytes", v->arena_largest_free);
+		ctl_json_u64(a, "fallbacks", v->arena_fallbacks);
+		json_object_object_add(o, "arena", a);
+	}
 	return o;
 }
 

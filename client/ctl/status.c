@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "details.h"
 #include "errors.h"
 #include "format.h"
 #include "json.h"
@@ -70,7 +71,8 @@ enum {
 	CL_ID,
 	CL_DECLARED,
 	CL_MEASURED,
-	CL_UNDECLARED
+	CL_UNDECLARED,
+	CL_ARENA
 };
 static const struct ctl_column client_columns[] = {
     [CL_PID] = {"PID", 0, "the client's process"},
@@ -87,6 +89,7 @@ static const struct ctl_column client_columns[] = {
     [CL_DECLARED] = {"DECLARED", CTL_COL_RIGHT, "what its process declared (leased, reserved)"},
     [CL_MEASURED] = {"MEASURED", CTL_COL_RIGHT, "what its process holds on the devices"},
     [CL_UNDECLARED] = {"UNDECLARED", CTL_COL_RIGHT, "held past declared and tolerance: charged"},
+    [CL_ARENA] = {"ARENA", CTL_COL_RIGHT | CTL_COL_EXTRA, "its host arena: used of its size"},
 };
 
 enum { LS_ID, LS_PID, LS_DEVICE, LS_SIZE, LS_AGE, LS_TAG, LS_MODEL };
@@ -178,7 +181,7 @@ static void device_rows(const struct ctl *ctl, struct ctl_table *t, const rocmme
 
 static void client_rows(const struct ctl *ctl, struct ctl_table *t, const rocmmem_status *st)
 {
-	char a[SIZE_FORMAT_MAX], when[32];
+	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], when[32];
 
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
 		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
@@ -199,6 +202,12 @@ static void client_rows(const struct ctl *ctl, struct ctl_table *t, const rocmme
 		ctl_table_set(t, CL_WAITING, "%u", v->waiting);
 		ctl_table_set(t, CL_ID, "%llu", (unsigned long long)v->client_id);
 		ctl_table_set(t, CL_DECLARED, "%s", ctl_size(ctl, v->declared_bytes, a, sizeof(a)));
+		if (v->arena_bytes)
+			ctl_table_set(t, CL_ARENA, "%s of %s",
+				      ctl_size(ctl, v->arena_used_bytes, a, sizeof(a)),
+				      ctl_size(ctl, v->arena_bytes, b, sizeof(b)));
+		else
+			ctl_table_set(t, CL_ARENA, "-");
 		if (!v->measurable) {
 			ctl_table_set(t, CL_MEASURED, "cannot measure");
 			ctl_table_set(t, CL_UNDECLARED, "-");
@@ -343,65 +352,6 @@ static int print_one(const struct ctl *ctl, const struct status_table *which,
 /* ----------------------------------------------------------------------------------------- */
 /* The whole view */
 
-/* print_device_details adds what is known beyond the table: bus, sharing, runtime, sensors. */
-static void print_device_details(const rocmmem_status *st, const struct rocmmem_device_info *v)
-{
-	char a[SIZE_FORMAT_MAX], b[SIZE_FORMAT_MAX], c[SIZE_FORMAT_MAX];
-
-	if (v->pci_bus_id[0])
-		printf("  device %u: %s%s, shared by %s\n", v->index, v->pci_bus_id,
-		       v->integrated ? ", integrated (APU)" : "", v->sharing);
-	if (strcmp(v->state, "ok") != 0)
-		printf("  device %u: UNUSABLE: %s\n", v->index, v->state);
-	if (v->reserved_bytes)
-		printf("  device %u: %s reserved for models (not leased, not free)\n", v->index,
-		       size_format(v->reserved_bytes, a, sizeof(a)));
-	if (v->valid & ROCMMEM_DEVICE_HAS_RUNTIME)
-		printf("  device %u: runtime: %s free of %s; %s used outside rocmmemd\n", v->index,
-		       size_format(v->runtime_free_bytes, a, sizeof(a)),
-		       size_format(v->runtime_total_bytes, b, sizeof(b)),
-		       size_format(v->external_bytes, c, sizeof(c)));
-	if (v->pool_limit_bytes || v->pool_bytes)
-		printf(
-		    "  device %u: pool: %s in %llu chunk(s) of at most %s, the daemon's (counted "
-		    "free); %llu warm grant(s)\n",
-		    v->index, size_format(v->pool_bytes, a, sizeof(a)),
-		    (unsigned long long)v->pool_chunks,
-		    size_format(v->pool_limit_bytes, b, sizeof(b)),
-		    (unsigned long long)v->pool_warm_grants);
-	if (!v->measurable)
-		printf("  device %u: books: declared only (cannot measure per-process device "
-		       "memory here)\n",
-		       v->index);
-	else
-		printf("  device %u: books: %s used beyond declarations (%s outside rocmmemd)\n",
-		       v->index, size_format(v->undeclared_bytes, a, sizeof(a)),
-		       size_format(v->outside_bytes, b, sizeof(b)));
-	if (v->telemetry_source[0]) {
-		printf("  device %u: %s:", v->index, v->telemetry_source);
-		if (v->valid & ROCMMEM_DEVICE_HAS_VRAM)
-			printf(" vram %s/%s", size_format(v->vram_used_bytes, a, sizeof(a)),
-			       size_format(v->vram_total_bytes, b, sizeof(b)));
-		if (v->valid & ROCMMEM_DEVICE_HAS_GTT)
-			printf(" gtt %s/%s", size_format(v->gtt_used_bytes, a, sizeof(a)),
-			       size_format(v->gtt_total_bytes, b, sizeof(b)));
-		if (v->valid & ROCMMEM_DEVICE_HAS_TEMPERATURE)
-			printf(" %.1f C", v->temperature_mc / 1000.0);
-		if (v->valid & ROCMMEM_DEVICE_HAS_POWER)
-			printf(" %.1f W", v->power_mw / 1000.0);
-		if (v->valid & ROCMMEM_DEVICE_HAS_BUSY)
-			printf(" busy %u%%", v->busy_percent);
-		printf("\n");
-	}
-	for (size_t k = 0; k < rocmmem_status_process_count(st, v->index); k++) {
-		const struct rocmmem_process_info *p = rocmmem_status_process(st, v->index, k);
-
-		printf("  device %u: pid %d holds %s%s\n", v->index, (int)p->pid,
-		       size_format(p->vram_bytes, a, sizeof(a)),
-		       p->client ? " (a client)" : " outside rocmmemd");
-	}
-}
-
 static void print_counters(const struct rocmmem_counters *k)
 {
 	char a[SIZE_FORMAT_MAX];
@@ -487,11 +437,13 @@ static int print_view(const struct ctl *ctl, const rocmmem_status *st)
 	print_limits(st);
 	rc = print_one(ctl, &tables[0], st);
 	for (size_t i = 0; rc == 0 && i < rocmmem_status_device_count(st); i++)
-		print_device_details(st, rocmmem_status_device(st, i));
+		ctl_print_device_details(st, rocmmem_status_device(st, i));
 	printf("\n");
-	if (rc == 0 && has_other_clients(st))
+	if (rc == 0 && has_other_clients(st)) {
 		rc = print_one(ctl, &tables[1], st);
-	else if (rc == 0)
+		if (rc == 0)
+			ctl_print_arenas(ctl, st);
+	} else if (rc == 0)
 		printf("no clients connected\n");
 	if (rc == 0 && rocmmem_status_lease_count(st) && printf("\n") > 0)
 		rc = print_one(ctl, &tables[2], st);

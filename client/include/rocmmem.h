@@ -550,6 +550,16 @@ struct rocmmem_client_info {
 	uint64_t declared_bytes;
 	uint64_t measured_bytes;
 	uint64_t undeclared_bytes;
+	/* Appended after 1.1's fields. Its host arena (all 0 when it has none): the arena's size
+	 * (address space, not memory), the bytes in its leases (arena_used_bytes), what is free
+	 * in its allocator (a range released within the last 250 ms, kept warm for its next
+	 * lease, is neither) and the longest free range; arena_fallbacks: its host leases that
+	 * fitted no free range of it and got a memfd of their own, no part of the arena. */
+	uint64_t arena_bytes;
+	uint64_t arena_used_bytes;
+	uint64_t arena_free_bytes;
+	uint64_t arena_largest_free;
+	uint64_t arena_fallbacks;
 };
 
 struct rocmmem_lease_info {

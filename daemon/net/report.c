@@ -220,8 +220,8 @@ void report_device(struct report_device *out, const struct server *s, const stru
 	report_pool(o, s, d);
 }
 
-/* report_arena adds a client's host arenas (their sizes and use summed; the largest free
- * range of any) and its leases that fitted none. */
+/* report_arena adds a client's host arenas (their sizes, use and free bytes summed; the
+ * largest free range of any) and its leases that fitted none. */
 static void report_arena(Rocmmem__Wire__ClientInfo *o, const struct holder *c)
 {
 	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++) {
@@ -230,8 +230,10 @@ static void report_arena(Rocmmem__Wire__ClientInfo *o, const struct holder *c)
 		if (!a)
 			continue;
 		o->has_arena_bytes = o->has_arena_used_bytes = o->has_arena_largest_free = true;
+		o->has_arena_free_bytes = true;
 		o->arena_bytes += a->size;
 		o->arena_used_bytes += a->used;
+		o->arena_free_bytes += arena_free_bytes(a);
 		if (arena_largest_free(a) > o->arena_largest_free)
 			o->arena_largest_free = arena_largest_free(a);
 	}

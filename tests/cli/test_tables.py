@@ -7,7 +7,7 @@ import os
 import re
 import unittest
 
-from daemon import MiB, clean_env, poll_until
+from daemon import MiB, clean_env, poll_until, rocmmemctl_bin
 from test_models import ModelTestCase
 
 
@@ -55,6 +55,35 @@ class Clients(ModelTestCase):
         # The whole view shows the same table.
         view = self.ctl("status").stdout
         self.assertRegex(view, rf"(?m)^{h.pid}\s+\d+\s+model_host\s+0\s+0 B\s+30 MiB\s+2\s")
+
+    def test_arena(self):
+        """A client's host arena (twice the 64M budget) in --json, -o +ARENA and the view's
+        line under the table; a client without arenas has none."""
+        a = self.holder("6M", "--hold", "30", name="arena")
+        b = self.background([rocmmemctl_bin(), "--socket", self.sock, "lease", "4M", "--hold",
+                             "30"], "no-arena", env=clean_env(ROCMMEM_HOST_ARENA="0"))
+        for h in (a, b):
+            h.wait_stdout(r"^lease \d+:")
+        st = self.wait_status(lambda s: len(s["clients"]) == 2, what="two clients")
+        mine = {c["pid"]: c for c in st["clients"]}
+        self.assertEqual(mine[a.pid]["arena"],
+                         {"size_bytes": 128 * MiB, "used_bytes": 6 * MiB,
+                          "free_bytes": 122 * MiB, "largest_free_bytes": 122 * MiB,
+                          "fallbacks": 0})
+        self.assertNotIn("arena", mine[b.pid])
+        r = self.ctl("status", "clients", "-o", "PID,LEASED,ARENA")
+        rows = table(r.stdout)
+        self.assertEqual(rows[0], ["PID", "LEASED", "ARENA"])
+        self.assertEqual({row[0]: row[1:] for row in rows[1:]},
+                         {str(a.pid): ["6", "MiB", "6", "MiB", "of", "128", "MiB"],
+                          str(b.pid): ["4", "MiB", "-"]})
+        r = self.ctl("status", "clients", "-o", "ARENA", "--bytes", "-n", "--csv")
+        self.assertEqual(sorted(r.stdout.splitlines()), sorted(
+            [f"{6 * MiB} of {128 * MiB}", "-"]))
+        view = self.ctl("status").stdout
+        self.assertRegex(view, rf"(?m)^  pid {a.pid}: arena 6 MiB used of 128 MiB, 0\.0% "
+                               r"fragmented \(longest free 122 MiB\)$")
+        self.assertNotIn(f"pid {b.pid}: arena", view)
 
     def test_own_connection_left_out(self):
         poll_until(lambda: self.status()["clients"] == [], what="no client")

@@ -311,15 +311,23 @@ static void test_no_range_fits_gives_a_memfd(void **state)
 	set_budget(conf, "256M");
 	kill(d.pid, SIGHUP);
 	assert_true(harness_log_wait(&d, "reloaded the configuration", HARNESS_WAIT_MS));
-	b = acquire(c, 40 * MiB); /* 48 of 64 MiB in the arena */
+	b = acquire(c, 40 * MiB); /* 56 of 64 MiB in the arena */
 	assert_int_equal(rocmmem_lease_fd(b), -1);
-	own = acquire(c, 32 * MiB); /* 16 MiB left in the arena: its own memfd */
+	own = acquire(c, 32 * MiB); /* 8 MiB left in the arena: its own memfd */
 	assert_true(rocmmem_lease_fd(own) >= 0);
 	memset(rocmmem_lease_ptr(own), 7, 32 * MiB);
 	assert_int_equal(((uint8_t *)rocmmem_lease_ptr(own))[32 * MiB - 1], 7);
 	assert_int_equal(arena_fds(&fd), 1);
 	assert_int_equal(rocmmem_status_get(c, &st), 0);
 	assert_int_equal(rocmmem_status_device(st, 0)->leased_bytes, 88 * MiB);
+	/* Its arena as status shows it: the memfd of its own is no part of it, but counted. */
+	assert_int_equal(rocmmem_status_client_count(st), 1);
+	assert_int_equal(rocmmem_status_client(st, 0)->arena_bytes, 64 * MiB);
+	assert_int_equal(rocmmem_status_client(st, 0)->arena_used_bytes, 56 * MiB);
+	assert_int_equal(rocmmem_status_client(st, 0)->arena_free_bytes, 8 * MiB);
+	assert_int_equal(rocmmem_status_client(st, 0)->arena_largest_free, 8 * MiB);
+	assert_int_equal(rocmmem_status_client(st, 0)->arena_fallbacks, 1);
+	assert_int_equal(rocmmem_status_client(st, 0)->leased_bytes, 88 * MiB);
 	rocmmem_status_free(st);
 	/* Counted where an operator sees it. */
 	assert_int_equal(rocmmem_metrics(c, &text), 0);

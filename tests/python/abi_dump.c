@@ -115,6 +115,11 @@ static void client_info(void)
 	FIELD(rocmmem_client_info, declared_bytes);
 	FIELD(rocmmem_client_info, measured_bytes);
 	FIELD(rocmmem_client_info, undeclared_bytes);
+	FIELD(rocmmem_client_info, arena_bytes);
+	FIELD(rocmmem_client_info, arena_used_bytes);
+	FIELD(rocmmem_client_info, arena_free_bytes);
+	FIELD(rocmmem_client_info, arena_largest_free);
+	FIELD(rocmmem_client_info, arena_fallbacks);
 	STRUCT(rocmmem_client_books);
 	FIELD(rocmmem_client_books, device);
 	FIELD(rocmmem_client_books, measurable);

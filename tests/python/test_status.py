@@ -2,10 +2,11 @@
 """client.status() against `rocmmemctl status --json` (the same keys, in the same order, and
 the same values for what does not move), trim() and metrics()."""
 import os
+import signal
 import threading
 import unittest
 
-from fixture import MiB, PyTestCase, rocmmem
+from fixture import MiB, PyTestCase, poll_until, rocmmem
 
 # Values that change between two snapshots taken a moment apart.
 MOVING = {"uptime_s", "age_ms", "waited_ms", "connected_s", "idle_ms", "oldest_wait_ms",
@@ -76,6 +77,43 @@ class StatusTest(PyTestCase):
         self.assertIs(mine["devices"][0]["integrated"], False)
         t.release()
 
+    def test_arena(self):
+        """A client's host arena: used is the sum of its leases, as rocmmemctl shows it too;
+        a release takes its bytes off at once, and its range is free once punched (a hole
+        between two leases: fragmented); a client without arenas has no "arena"."""
+        c = self.connect(name="arena")
+        os.environ["ROCMMEM_HOST_ARENA"] = "0"
+        try:
+            plain = self.connect(name="no-arena")
+        finally:
+            del os.environ["ROCMMEM_HOST_ARENA"]
+        leases = [c.lease(size) for size in ("6M", "10M", "4M")]
+        plain_lease = plain.lease("2M")
+
+        def mine(st, name):
+            found = [x for x in st["clients"] if x["pid"] == os.getpid() and x["name"] == name]
+            self.assertEqual(len(found), 1, st["clients"])
+            return found[0]
+
+        whole = {"size_bytes": 128 * MiB, "used_bytes": 20 * MiB, "free_bytes": 108 * MiB,
+                 "largest_free_bytes": 108 * MiB, "fallbacks": 0}  # twice the 64M budget
+        for st in (c.status(), self.status()):
+            self.assertEqual(mine(st, "arena")["arena"], whole)
+            self.assertEqual(mine(st, "arena")["leased_bytes"], 20 * MiB)
+            self.assertNotIn("arena", mine(st, "no-arena"))
+        leases[1].release()  # the middle one
+        self.assertEqual(mine(c.status(), "arena")["arena"]["used_bytes"], 10 * MiB)
+        st = self.wait_status(lambda s: mine(s, "arena")["arena"]["free_bytes"] == 118 * MiB,
+                              what="the released range punched and free")
+        self.assertEqual(mine(st, "arena")["arena"],
+                         dict(whole, used_bytes=10 * MiB, free_bytes=118 * MiB))
+        view = self.ctl("status").stdout
+        self.assertRegex(view, rf"(?m)^  pid {os.getpid()}: arena 10 MiB used of 128 MiB, "
+                               r"8\.5% fragmented \(longest free 108 MiB\)$")  # 1 - 108/118
+        self.assertEqual(view.count(f"pid {os.getpid()}: arena"), 1, view)
+        for lease in (leases[0], leases[2], plain_lease):
+            lease.release()
+
     def test_status_from_threads(self):
         c = self.connect(name="threads")
         held = c.lease("4M")
@@ -122,6 +160,39 @@ class StatusTest(PyTestCase):
         self.assertEqual(c.daemon_version, st["daemon"]["version"])
         self.assertEqual(c.daemon_version, rocmmem.__version__)
         self.assertEqual(st["daemon"]["pid"], self.daemon.pid)
+
+
+
+class ArenaFallbackTest(PyTestCase):
+    def write_budget(self, budget):
+        path = os.path.join(self.dir, "rocmmemd.conf")
+        with open(path + ".tmp", "w") as f:
+            f.write(f"[devices]\nbudget = {budget}\n")
+        os.replace(path + ".tmp", path)  # a reload never sees a half-written file
+        return path
+
+    def test_fallback_shown(self):
+        """A lease that fits no free range of the arena (sized for a 32M budget, then a reload
+        raised it) is no part of the arena but counted in its fallbacks, and the view says so."""
+        d = self.start_daemon(budget=None, extra=["--config", self.write_budget("32M")])
+        c = self.connect(name="grown")
+        held = [c.lease("16M")]  # the arena: 64 MiB
+        self.write_budget("256M")
+        d.signal(signal.SIGHUP)
+        poll_until(lambda: "reloaded the configuration" in d.log(), what="the reload")
+        held += [c.lease("40M"), c.lease("32M")]  # 8 MiB left in the arena: its own memfd
+        self.assertEqual([x.fd >= 0 for x in held], [False, False, True])
+        st = self.status()
+        grown = [x for x in st["clients"] if x["name"] == "grown"][0]
+        self.assertEqual(grown["leased_bytes"], 88 * MiB)
+        self.assertEqual(grown["arena"], {"size_bytes": 64 * MiB, "used_bytes": 56 * MiB,
+                                          "free_bytes": 8 * MiB, "largest_free_bytes": 8 * MiB,
+                                          "fallbacks": 1})
+        self.assertRegex(self.ctl("status").stdout,
+                         rf"(?m)^  pid {os.getpid()}: arena 56 MiB used of 64 MiB, 0\.0% "
+                         r"fragmented \(longest free 8 MiB\), 1 lease\(s\) outside it$")
+        for lease in held:
+            lease.release()
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ LAYERS = {
     "client/ctl/common": (1, "options parsed and help written from a command's table, "
                              "connecting, SIZE arguments"),
     "client/ctl/errors": (1, "failures on stderr and as JSON"),
+    "client/ctl/details": (1, "the lines under status's devices and clients tables"),
     "client/ctl/format": (1, "sizes, durations, devices, names: values read and written"),
     "client/ctl/json": (1, "JSON output helpers and shapes"),
     "client/ctl/progress": (1, "what a queued lease says while it waits"),

@@ -169,6 +169,11 @@ static void client_from_wire(struct rocmmem_client_info *o, const Rocmmem__Wire_
 	o->reserved_bytes = d->reserved_bytes;
 	o->waiting = d->waiting;
 	o->pidfd = d->pidfd;
+	o->arena_bytes = d->arena_bytes;
+	o->arena_used_bytes = d->arena_used_bytes;
+	o->arena_free_bytes = d->arena_free_bytes;
+	o->arena_largest_free = d->arena_largest_free;
+	o->arena_fallbacks = d->arena_fallbacks;
 }
 
 /*

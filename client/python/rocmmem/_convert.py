@@ -143,6 +143,11 @@ def client_info(v):
     else:
         o["measured"] = "cannot measure: no per-process device memory here"
     o["books"] = [_books(v.books[i]) for i in range(v.nbooks)]
+    if v.arena_bytes:  # its host arena, when it has one
+        o["arena"] = {"size_bytes": v.arena_bytes, "used_bytes": v.arena_used_bytes,
+                      "free_bytes": v.arena_free_bytes,
+                      "largest_free_bytes": v.arena_largest_free,
+                      "fallbacks": v.arena_fallbacks}
     return o
 
 

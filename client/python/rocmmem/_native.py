@@ -154,7 +154,11 @@ class ClientInfo(ctypes.Structure):
                 # 1.1: the reconciled books of its process
                 ("books", ctypes.POINTER(ClientBooks)), ("nbooks", c_size_t),
                 ("measurable", c_int), ("declared_bytes", c_uint64),
-                ("measured_bytes", c_uint64), ("undeclared_bytes", c_uint64)]
+                ("measured_bytes", c_uint64), ("undeclared_bytes", c_uint64),
+                # appended after 1.1's: its host arena
+                ("arena_bytes", c_uint64), ("arena_used_bytes", c_uint64),
+                ("arena_free_bytes", c_uint64), ("arena_largest_free", c_uint64),
+                ("arena_fallbacks", c_uint64)]
 
 
 class LimitInfo(ctypes.Structure):
