@@ -264,7 +264,7 @@ static void test_replay_with_and_without_backfilling(void **state)
 	static const char *const off[] = {"--budget", "128M", "--evict-deadline", "5", "--backfill",
 					  "off",      NULL};
 	struct report with[PROCS], without[PROCS];
-	long span_with, span_without;
+	long span_with, span_without, slack;
 	unsigned needless_with, needless_without;
 
 	(void)state;
@@ -281,7 +281,15 @@ static void test_replay_with_and_without_backfilling(void **state)
 		assert_int_equal(without[i].failed, 0);
 	}
 	assert_int_equal(needless_with, 0);
-	assert_true(span_with <= span_without + HOLD_MS * 3 / 2 + WORK_MS);
+	/* The two runs follow each other on a machine that may be busy with other work: the
+	 * slack is one lease's use and one step, or a quarter of the run without backfilling
+	 * where that is more (a load burst in one run only). This catches backfilled leases
+	 * holding the head back for a quarter of the run; the simulator checks the head's
+	 * reservation exactly (tests/sim, invariant 9). */
+	slack = HOLD_MS * 3 / 2 + WORK_MS;
+	if (span_without / 4 > slack)
+		slack = span_without / 4;
+	assert_true(span_with <= span_without + slack);
 }
 
 /* stopped_owner: registers a model, makes it resident and idle, says so, then waits to be
