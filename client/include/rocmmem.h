@@ -349,8 +349,10 @@ ROCMMEM_EXPORT enum rocmmem_handle_kind rocmmem_lease_handle_kind(const rocmmem_
  * rocmmem_lease_ptr returns where the lease's rocmmem_lease_size bytes are: for a host lease
  * its read-write mapping in this process; for a GPU lease its device address (pass it to
  * hipMemcpy, cuMemcpy, kernels or torch); NULL for a lease acquired with ROCMMEM_LEASE_NOMAP.
- * The library unmaps it at release; a host lease in the client's arena (below) stays mapped,
- * punched by the daemon (it reads zeros) until its range is granted again.
+ * The library unmaps it at release; a host lease in the client's arena (below) stays mapped:
+ * the daemon keeps the range as it was for up to 250 ms, for this client's next lease of the
+ * same size, then punches it (it reads zeros); a trim or a request waiting for memory on the
+ * device punches it at once (docs/protocol.md, "Host arenas").
  */
 ROCMMEM_EXPORT void *rocmmem_lease_ptr(const rocmmem_lease *lease);
 
