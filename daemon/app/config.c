@@ -368,6 +368,23 @@ static void print_limits(FILE *out, const struct options *eff)
 	setting(out, eff, OPTION_MAX_SUBSCRIBERS, v);
 }
 
+/* print_pool prints the chunk pool's settings ([devices]). */
+static void print_pool(FILE *out, const struct options *eff)
+{
+	char v[64];
+
+	setting(out, eff, OPTION_GPU_POOL,
+		eff->gpu_pool == POOL_AUTO ? "auto"
+		: eff->gpu_pool == 0	   ? "off"
+					   : size_text(eff->gpu_pool, v, sizeof(v)));
+	setting(out, eff, OPTION_GPU_POOL_IDLE, seconds_text(eff->gpu_pool_idle_ms, v, sizeof(v)));
+	if (eff->gpu_pool_fds == POOL_AUTO)
+		snprintf(v, sizeof(v), "auto");
+	else
+		snprintf(v, sizeof(v), "%" PRIu64, eff->gpu_pool_fds);
+	setting(out, eff, OPTION_GPU_POOL_FDS, v);
+}
+
 void config_print(const struct options *eff, const char *socket_path, const char *path, FILE *out)
 {
 	char v[64];
@@ -426,11 +443,7 @@ void config_print(const struct options *eff, const char *socket_path, const char
 	else
 		fprintf(out, "; budget: each device's total less its default headroom "
 			     "(default)\n");
-	setting(out, eff, OPTION_GPU_POOL,
-		eff->gpu_pool == POOL_AUTO ? "auto"
-		: eff->gpu_pool == 0	   ? "off"
-					   : size_text(eff->gpu_pool, v, sizeof(v)));
-	setting(out, eff, OPTION_GPU_POOL_IDLE, seconds_text(eff->gpu_pool_idle_ms, v, sizeof(v)));
+	print_pool(out, eff);
 	for (unsigned d = 0; d < BACKEND_MAX_DEVICES; d++) {
 		const struct size_policy *p = &eff->device[d];
 		bool own = p->device_specific && (p->has_budget || p->has_headroom);

@@ -62,6 +62,8 @@ static const struct option_name names[OPTION_COUNT] = {
     [OPTION_GPU_POOL] = {OPTION_GPU_POOL, "--gpu-pool", "devices", "gpu_pool", true},
     [OPTION_GPU_POOL_IDLE] = {OPTION_GPU_POOL_IDLE, "--gpu-pool-idle", "devices", "gpu_pool_idle",
 			      true},
+    [OPTION_GPU_POOL_FDS] = {OPTION_GPU_POOL_FDS, "--gpu-pool-fds", "devices", "gpu_pool_fds",
+			     true},
 };
 
 const struct option_name *options_name(enum option_id id)
@@ -120,6 +122,7 @@ void options_defaults(struct options *o)
 	o->max_subscribers = OPTIONS_MAX_SUBSCRIBERS;
 	o->gpu_pool = POOL_AUTO;
 	o->gpu_pool_idle_ms = POOL_DEFAULT_IDLE_MS;
+	o->gpu_pool_fds = POOL_AUTO;
 }
 
 void options_free(struct options *o)

@@ -53,6 +53,7 @@ enum option_id {
 	OPTION_BACKFILL_WAIT,
 	OPTION_GPU_POOL,      /* the VMM chunk pool's size per device (service/pool.c) */
 	OPTION_GPU_POOL_IDLE, /* how long pooled memory may sit unused */
+	OPTION_GPU_POOL_FDS,  /* exported fds kept open for grants from the pool */
 	OPTION_COUNT,
 };
 
@@ -118,6 +119,7 @@ struct options {
 	unsigned max_subscribers;
 	uint64_t gpu_pool;	    /* bytes per device; POOL_AUTO: a quarter of the budget */
 	uint64_t gpu_pool_idle_ms;  /* POOL_DEFAULT_IDLE_MS */
+	uint64_t gpu_pool_fds;	    /* POOL_AUTO: from the descriptor limit */
 	struct size_policy devices; /* every device */
 	struct size_policy device[BACKEND_MAX_DEVICES]; /* one device */
 };

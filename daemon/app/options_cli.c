@@ -40,6 +40,9 @@ static void usage(FILE *f)
 	    "                         the same client's next lease (default auto: a quarter\n"
 	    "                         of the budget)\n"
 	    "      --gpu-pool-idle SECONDS  ... released when unused that long (default 30)\n"
+	    "      --gpu-pool-fds N|auto  exported fds kept open after their grants, so that\n"
+	    "                         pooled memory is granted again without exporting it\n"
+	    "                         anew (default auto: from the descriptor limit; 0: none)\n"
 	    "      --evict-deadline [CLASS:]SECONDS  how long a model's owner has to unload\n"
 	    "                         it when asked before its memory is revoked (default 20);\n"
 	    "                         CLASS: for models of that class; may be repeated\n"
@@ -117,6 +120,7 @@ int options_parse(int argc, char **argv, struct command_line *cl, FILE *out, FIL
 	    {"backfill-wait", required_argument, NULL, OPT_SETTING + OPTION_BACKFILL_WAIT},
 	    {"gpu-pool", required_argument, NULL, OPT_SETTING + OPTION_GPU_POOL},
 	    {"gpu-pool-idle", required_argument, NULL, OPT_SETTING + OPTION_GPU_POOL_IDLE},
+	    {"gpu-pool-fds", required_argument, NULL, OPT_SETTING + OPTION_GPU_POOL_FDS},
 	    {"max-clients", required_argument, NULL, OPT_SETTING + OPTION_MAX_CLIENTS},
 	    {"max-pending", required_argument, NULL, OPT_SETTING + OPTION_MAX_PENDING},
 	    {"max-leases", required_argument, NULL, OPT_SETTING + OPTION_MAX_LEASES},

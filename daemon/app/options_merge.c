@@ -139,6 +139,9 @@ static void merge_value(struct options *eff, const struct options *src, enum opt
 	case OPTION_GPU_POOL_IDLE:
 		eff->gpu_pool_idle_ms = src->gpu_pool_idle_ms;
 		break;
+	case OPTION_GPU_POOL_FDS:
+		eff->gpu_pool_fds = src->gpu_pool_fds;
+		break;
 	case OPTION_SOCKET_MODE:
 		eff->socket_mode = src->socket_mode;
 		break;

@@ -243,6 +243,19 @@ static int set_daemon(struct options *o, enum option_id id, const char *value, c
 		return parse_pool(value, &o->gpu_pool, why, len);
 	case OPTION_GPU_POOL_IDLE:
 		return parse_seconds(value, 0, 86400000, &o->gpu_pool_idle_ms, why, len);
+	case OPTION_GPU_POOL_FDS: {
+		unsigned n;
+		int rc;
+
+		if (strcmp(value, "auto") == 0) {
+			o->gpu_pool_fds = POOL_AUTO;
+			return 0;
+		}
+		rc = parse_count(value, 0, 1u << 24, &n, why, len);
+		if (rc == 0)
+			o->gpu_pool_fds = n;
+		return rc;
+	}
 	default:
 		return NOT_MINE;
 	}

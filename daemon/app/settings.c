@@ -74,6 +74,7 @@ void settings_pool(const struct options *eff, struct pool_config *cfg)
 {
 	cfg->max_bytes = eff->gpu_pool;
 	cfg->idle_ms = eff->gpu_pool_idle_ms;
+	cfg->keep_fds = eff->gpu_pool_fds;
 }
 
 void settings_residency(const struct options *eff, struct residency_config *res)

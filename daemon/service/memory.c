@@ -168,6 +168,18 @@ static void grant_failed(struct svc *svc, struct grant_job *g, struct holder *h)
 	svc->pump(svc);
 }
 
+uint64_t svc_export_keep_cap(const struct svc *svc)
+{
+	struct fd_caps k;
+
+	/* Half of what host leases' memfds may hold: a GPU backend has none, and connections
+	 * and the daemon's own files keep their shares. */
+	fd_caps_compute(svc->cfg.fd_limit, svc->cfg.fd_own, &svc->cfg.limits, &k);
+	if (svc->pool_cfg.keep_fds != POOL_AUTO)
+		return svc->pool_cfg.keep_fds < k.total ? svc->pool_cfg.keep_fds : k.total;
+	return k.total / 2;
+}
+
 void svc_lease_made(struct svc *svc, struct holder *h, struct lease *l, uint64_t request_id,
 		    uint64_t model_id, uint64_t waited_ms, bool send_arena_fd)
 {
@@ -187,8 +199,12 @@ void svc_lease_made(struct svc *svc, struct holder *h, struct lease *l, uint64_t
 		  holder_label(h, who, sizeof(who)), waited_ms);
 	/* If the client cannot take the reply it is dropped, and its teardown reclaims l. */
 	svc_reply(svc, h->id, request_id, &r);
-	/* Exported for this grant only: the client has its own copies now. */
-	if (l->alloc.transient_fds)
+	/* Exported for this grant: the client has its own copies now. Memory the pool may take
+	 * keeps them while descriptors are plentiful, so that its next grant exports nothing. */
+	if (l->alloc.transient_fds &&
+	    (l->alloc.handle_kind != BACKEND_HANDLE_VMM_FD ||
+	     svc_pool_limit(svc, &svc->state.devices[l->device]) == 0 ||
+	     !backend_alloc_keep_fds(&l->alloc, svc_export_keep_cap(svc))))
 		backend_alloc_close_fds(&l->alloc);
 	/* Bytes in flight are now a model's: of an idle or evicted model they come to a head
 	 * that waits (an eviction to ask, a backfill's surplus): the queues look again. */

@@ -32,6 +32,12 @@ void svc_lease_released(struct svc *svc, const struct lease *l, enum log_level l
 			const char *how);
 
 /*
+ * svc_export_keep_cap is how many exported VMM fds the daemon keeps open after their grants
+ * (for the memory's next grant from the chunk pool) before it closes them at once again.
+ */
+uint64_t svc_export_keep_cap(const struct svc *svc);
+
+/*
  * svc_lease_made links lease l (its id, device, size, memory and tag set) to h, records it,
  * tells the bus and answers request_id with it (with its arena's fd when send_arena_fd).
  */

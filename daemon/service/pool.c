@@ -147,6 +147,12 @@ bool svc_pool_park(struct svc *svc, struct lease *l, uint64_t request_id)
 	device_uncharge(d, l->size);
 	pool_add(&d->pool, e, svc_now(svc));
 	free(l);
+	if (e->alloc.kept_fds && e->alloc.nfds == e->alloc.nchunks) {
+		/* Its grant's fds are still open: ready for the next grant as it is. */
+		e->ready = true;
+		svc_reply_ok(svc, e->holder, request_id);
+		return true;
+	}
 	p->svc = svc;
 	p->entry = e;
 	p->holder = e->holder;

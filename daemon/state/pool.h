@@ -23,6 +23,7 @@
 struct pool_config {
 	uint64_t max_bytes;
 	uint64_t idle_ms;
+	uint64_t keep_fds; /* exported fds kept after their grants; POOL_AUTO: from the limit */
 };
 
 /*

@@ -259,9 +259,28 @@ static void start(struct daemon_proc *d, bool cuda, const char *const *extra)
 		fail_msg("rocmmemd did not start with the stand-in runtime");
 }
 
-/* warm_lease: released, exported again off the request path, then granted with no call. */
-static void warm_lease(bool cuda)
+/* wait_fds waits until the daemon has n fds open (a status query opens some for a moment). */
+static void wait_fds(const struct daemon_proc *d, int n)
 {
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
+	int now;
+
+	while ((now = harness_fd_count(d->pid)) != n && harness_now_ms() < end)
+		usleep(10000);
+	if (now != n) {
+		harness_print_fds(d->pid);
+		fail_msg("rocmmemd has %d fds open, waited for %d", now, n);
+	}
+}
+
+/*
+ * warm_lease: released into the pool, then granted again with no call. keep: the grant's
+ * exported fd is kept open, so the release is pooled with no export either; else
+ * (--gpu-pool-fds 0) the memory is exported again off the request path.
+ */
+static void warm_lease(bool cuda, bool keep)
+{
+	static const char *const no_keep[] = {"--gpu-pool-fds", "0", NULL};
 	const char *create = cuda ? "cuMemCreate" : "hipMemCreate";
 	const char *export =
 	    cuda ? "cuMemExportToShareableHandle" : "hipMemExportToShareableHandle";
@@ -270,17 +289,19 @@ static void warm_lease(bool cuda)
 	struct pool_view p;
 	struct child ch;
 	uint64_t creates, exports;
+	int fds;
 
-	start(&d, cuda, NULL);
+	start(&d, cuda, keep ? NULL : no_keep);
+	fds = harness_fd_count_settled(d.pid);
 	pc.socket = d.sock;
 	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
 	assert_int_equal(ask(&ch, CMD_LEASE, 64 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_FILL, 0x5a), 0);
 	exports = calls(&d, cuda, export);
 	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
-	/* Pooled (answered once exported again): the daemon's, shown in status, free in the
-	 * budget's eyes. */
-	assert_int_equal(calls(&d, cuda, export), exports + 1);
+	/* Pooled with its grant's fd (answered at once), or exported again first (answered once
+	 * that is done): the daemon's, shown in status, free in the budget's eyes. */
+	assert_int_equal(calls(&d, cuda, export), exports + (keep ? 0 : 1));
 	pool_view(&d, &p);
 	assert_int_equal(p.bytes, 64 * MiB);
 	assert_int_equal(p.chunks, 1);
@@ -307,21 +328,29 @@ static void warm_lease(bool cuda)
 	assert_int_equal(ask(&ch, CMD_LEASE, 32 * MiB), 0);
 	assert_int_equal(calls(&d, cuda, create), creates + 1);
 	finish(&ch);
-	/* The client is gone: what was kept for it is released. */
+	/* The client is gone: what was kept for it is released, with its fds (the socket's,
+	 * pidfd's and the pooled memory's alike). */
 	wait_pool(&d, 0, &p);
+	wait_fds(&d, fds);
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
 static void test_hip_warm_lease(void **state)
 {
 	(void)state;
-	warm_lease(false);
+	warm_lease(false, true);
 }
 
 static void test_cuda_warm_lease(void **state)
 {
 	(void)state;
-	warm_lease(true);
+	warm_lease(true, true);
+}
+
+static void test_cuda_warm_lease_exported_again(void **state)
+{
+	(void)state;
+	warm_lease(true, false);
 }
 
 /* Another client never gets pooled memory: its previous holder may still map it. */
@@ -418,9 +447,11 @@ static void test_failed_export_frees(void **state)
 	uint64_t creates;
 
 	(void)state;
-	/* Call 1 is the start's probe, 2 the grant's export, 3 the pool's. */
+	/* Call 1 is the start's probe, 2 the grant's export, 3 the pool's (none kept). */
+	static const char *const no_keep[] = {"--gpu-pool-fds", "0", NULL};
+
 	setenv("FAKEHIP_FAIL", "hipMemExportToShareableHandle=3", 1);
-	start(&d, false, NULL);
+	start(&d, false, no_keep);
 	pc.socket = d.sock;
 	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
 	assert_int_equal(ask(&ch, CMD_LEASE, 16 * MiB), 0);
@@ -569,6 +600,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_hip_warm_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cuda_warm_lease, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cuda_warm_lease_exported_again, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_is_per_client, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_trim_empties_the_pool, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_grant_takes_the_pool_back, setup, teardown),

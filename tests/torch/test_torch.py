@@ -97,35 +97,37 @@ class RealTorch(unittest.TestCase):
         import torch
         assert rt.installed()
         c = rocmmem.connect(socket=SOCK, name="observer")
-        # PyTorch keeps some blocks for itself (cuBLAS workspaces): count from here.
-        warm = torch.randn(256, 256, device="cuda")
-        (warm @ warm).sum().item()
-        del warm
-        torch.cuda.synchronize()
+        # PyTorch keeps some blocks for itself (cuBLAS and cuBLASLt workspaces, made at first
+        # use: PyTorch 2.11 on an H200 still held two more after a 256 x 256 and a 2048 x 2048
+        # product as a warm-up): the whole work once first, then count from there.
+        def work(base):
+            x = torch.ones(1 << 20, device="cuda")
+            y = torch.randn(2048, 2048, device="cuda")
+            z = y @ y
+            torch.cuda.synchronize()
+            assert float(x.sum()) == float(1 << 20)
+            assert torch.allclose(z.cpu(), y.cpu() @ y.cpu(), rtol=1e-3, atol=1e-1)
+            s = rt.stats()
+            if base is not None:
+                assert s["allocations"] >= base + 3 and s["leases"] >= 1, s
+            for t in (x, y, z):
+                assert t.data_ptr() % 512 == 0
+            leases = our_leases(c)
+            assert len(leases) == s["leases"], (leases, s)
+            assert sum(l["bytes"] for l in leases) == s["leased_bytes"], (leases, s)
+
+            # Thousands of small tensors: a few leases, not a round trip each.
+            before = rt.stats()["lease_acquires"]
+            ts = [torch.full((1000 + i,), float(i), device="cuda") for i in range(2000)]
+            torch.cuda.synchronize()
+            assert all(float(ts[i][-1]) == float(i) for i in range(0, 2000, 97))
+            assert rt.stats()["lease_acquires"] - before <= 2, rt.stats()
+            del ts, x, y, z
+            torch.cuda.synchronize()
+
+        work(None)
         base = rt.stats()["allocations"]
-
-        x = torch.ones(1 << 20, device="cuda")
-        y = torch.randn(2048, 2048, device="cuda")
-        z = y @ y
-        torch.cuda.synchronize()
-        assert float(x.sum()) == float(1 << 20)
-        assert torch.allclose(z.cpu(), y.cpu() @ y.cpu(), rtol=1e-3, atol=1e-1)
-        s = rt.stats()
-        assert s["allocations"] >= base + 3 and s["leases"] >= 1, s
-        for t in (x, y, z):
-            assert t.data_ptr() % 512 == 0
-        leases = our_leases(c)
-        assert len(leases) == s["leases"], (leases, s)
-        assert sum(l["bytes"] for l in leases) == s["leased_bytes"], (leases, s)
-
-        # Thousands of small tensors: a few leases, not a round trip each.
-        before = rt.stats()["lease_acquires"]
-        ts = [torch.full((1000 + i,), float(i), device="cuda") for i in range(2000)]
-        torch.cuda.synchronize()
-        assert all(float(ts[i][-1]) == float(i) for i in range(0, 2000, 97))
-        assert rt.stats()["lease_acquires"] - before <= 2, rt.stats()
-        del ts, x, y, z
-        torch.cuda.synchronize()
+        work(base)
         s = rt.stats()
         assert s["allocations"] == base, s
         assert s["bad_frees"] == 0 and s["failed_allocs"] == 0, s
@@ -202,7 +204,16 @@ class RealTorch(unittest.TestCase):
         assert rt.stats()["allocations"] >= 1
         assert float((w @ outside).abs().sum()) > 0
         del w
-        rt.release_pool(m)
+        # `as pool` still holds the pool: PyTorch keeps its blocks, and release_pool says so
+        # instead of returning as if it had given them back.
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rt.release_pool(m)
+        assert any("still referenced" in str(w.message) for w in caught), caught
+        assert our_leases(c, m.id), c.status()["leases"]
+        del pool
+        rt.empty_cache()
         eventually(lambda: our_leases(c, m.id) == [], "the pool's leases to go")
         print("OK", rt.stats())
         """)

@@ -135,6 +135,7 @@ static void test_every_key(void **state)
 			      "budget = 8G\n"
 			      "gpu_pool = 512M\n"
 			      "gpu_pool_idle = 2.5\n"
+			      "gpu_pool_fds = 12\n"
 			      "[device 2]\n"
 			      "headroom = 1G\n"
 			      "exclusive = other,vae\n",
@@ -183,6 +184,7 @@ static void test_every_key(void **state)
 	assert_true(o.devices.has_budget && o.devices.budget == 8 * GiB);
 	assert_true(o.gpu_pool == 512 * MiB);
 	assert_true(o.gpu_pool_idle_ms == 2500);
+	assert_true(o.gpu_pool_fds == 12);
 	assert_true(o.device[2].has_headroom && o.device[2].headroom == GiB);
 	assert_false(o.device[0].has_budget || o.device[0].has_headroom);
 	assert_true(o.set == ((uint64_t)1 << OPTION_COUNT) - 1); /* every setting given */
@@ -213,6 +215,8 @@ static void test_bad_files(void **state)
 	expect_error("[devices]\ngpu_pool = 18446744073709551615\n", 2, "too large");
 	expect_error("[devices]\ngpu_pool_idle = -1\n", 2, "[devices] gpu_pool_idle = -1");
 	expect_error("[devices]\ngpu_pool_idle = 86401\n", 2, "from 0 to 86400");
+	expect_error("[devices]\ngpu_pool_fds = many\n", 2, "[devices] gpu_pool_fds = many");
+	expect_error("[devices]\ngpu_pool_fds = -1\n", 2, "[devices] gpu_pool_fds = -1");
 	expect_error("[limits]\nclients = 0\n", 2, "[limits] clients = 0: a whole number");
 	expect_error("[limits]\npending = -3\n", 2, "[limits] pending = -3");
 	expect_error("[limits]\nleases = 99999999999\n", 2, "from 1 to");

@@ -24,7 +24,10 @@ import errno as _errno
 import gc
 import os
 import re
+import sys
 import threading
+import warnings
+import weakref
 
 from . import _native as N
 from .errors import Error, LibraryNotFound, make_error
@@ -370,15 +373,30 @@ def release_pool(model):
     """Without install(): drops model's MemPool, so that PyTorch lets go of the blocks it
     cached there (the model's tensors must be gone first), and gives the emptied leases back
     to the daemon. Call it when the model is unloaded (e.g. from its on_evict callback).
-    Returns the bytes given back."""
+    PyTorch frees a pool's blocks only once nothing references the pool: a pool still
+    referenced elsewhere (say, a name bound by `with model_pool(m) as pool`) gives nothing
+    back, and a RuntimeWarning says so. Returns the bytes given back."""
     model_id = getattr(model, "id", model)
     with _state.lock:
         pool = _state.pools.pop(model_id, None)
     if pool is not None:
         torch = _torch()
+        try:
+            alive = weakref.ref(pool)
+            others = 0
+        except TypeError:  # a MemPool type without weak references
+            alive = None
+            others = sys.getrefcount(pool) - 2  # beyond this name and the call's argument
         del pool
         gc.collect()  # the pool goes when its last reference does
         torch.cuda.empty_cache()
+        if (alive is not None and alive() is not None) or others > 0:
+            # PyTorch keeps a live MemPool's cached blocks: nothing would go back, silently.
+            warnings.warn(
+                f"release_pool({model_id}): the model's MemPool is still referenced elsewhere "
+                f"(a name bound by `with model_pool(...) as pool`?), so PyTorch keeps its "
+                f"cached blocks and their leases stay: drop that reference, then call "
+                f"rocmmem.torch.empty_cache()", RuntimeWarning, stacklevel=2)
     return trim()
 
 

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,45 @@ const char *backend_sharing_name(uint32_t handle_kind)
 	}
 }
 
+/* Exported fds kept open after their grants, in the whole process (any thread closes them). */
+static atomic_uint_fast64_t kept_fds;
+
 void backend_alloc_close_fds(struct backend_alloc *a)
 {
+	uint64_t closed = 0;
+
 	for (unsigned i = 0; i < a->nfds; i++) {
-		if (a->fds[i] >= 0)
+		if (a->fds[i] >= 0) {
 			close(a->fds[i]);
+			closed++;
+		}
 		a->fds[i] = -1;
 	}
 	a->nfds = 0;
+	if (a->kept_fds) {
+		atomic_fetch_sub(&kept_fds, closed);
+		a->kept_fds = false;
+	}
+}
+
+bool backend_alloc_keep_fds(struct backend_alloc *a, uint64_t cap)
+{
+	uint_fast64_t now = atomic_load(&kept_fds);
+
+	if (!a->transient_fds || a->nfds == 0)
+		return false;
+	do {
+		if (now + a->nfds > cap)
+			return false;
+	} while (!atomic_compare_exchange_weak(&kept_fds, &now, now + a->nfds));
+	a->transient_fds = false;
+	a->kept_fds = true;
+	return true;
+}
+
+uint64_t backend_kept_fds(void)
+{
+	return atomic_load(&kept_fds);
 }
 
 bool backend_gpu_node(char *path, size_t len)

@@ -57,6 +57,9 @@ struct backend_alloc {
 	/* true: the fds were exported for this grant and the daemon closes them once sent;
 	 * false: the backend owns them until release (host memfds). */
 	bool transient_fds;
+	/* true: exported fds kept open after their grant (backend_alloc_keep_fds): the memory's
+	 * next grant sends them again without exporting it anew; closed with the allocation. */
+	bool kept_fds;
 	unsigned nchunks; /* HANDLE_VMM_FD: one fd per chunk */
 	uint64_t chunk_sizes[BACKEND_MAX_CHUNKS];
 	bool has_ipc;
@@ -148,6 +151,17 @@ const char *backend_sharing_choice(void);
 
 /* backend_alloc_close_fds closes an allocation's fds (after a grant carried them). */
 void backend_alloc_close_fds(struct backend_alloc *a);
+
+/*
+ * backend_alloc_keep_fds keeps the fds a grant exported (transient) open afterwards, as long as
+ * the process keeps fewer than cap such fds in all: exporting is the costly part of a VMM grant
+ * (about a millisecond a chunk with the CUDA driver), and a pooled lease granted again with
+ * its fds still open needs none. Returns true when kept (then the allocation's release closes
+ * them), false when a holds no transient fds or the cap is reached (the caller closes them).
+ * backend_kept_fds says how many are kept now; safe from any thread.
+ */
+bool backend_alloc_keep_fds(struct backend_alloc *a, uint64_t cap);
+uint64_t backend_kept_fds(void);
 
 /*
  * backend_chunk_plan splits size (a multiple of granule) into n chunks, each a multiple of

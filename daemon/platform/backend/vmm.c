@@ -173,6 +173,8 @@ void vmm_release(const struct vmm_runtime *rt, struct backend_alloc *a)
 		rt->release(rt->ctx, v->handles[i]);
 	free(v);
 	a->priv = NULL;
+	/* Exported fds kept after the grant hold the memory too. */
+	backend_alloc_close_fds(a);
 }
 
 int vmm_reexport(const struct vmm_runtime *rt, struct backend_alloc *a, char *why, size_t why_len)
