@@ -754,8 +754,9 @@ def _roundtrip_gap(rt, prof):
     if prof.get("strace_daemon"):
         text += ("; system calls per round trip: the daemon %.0f (an epoll_wait per request, a "
                  "second recvmsg per request that finds nothing: the read loop drains the "
-                 "socket), the floor server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f "
-                 "(a poll before each recvmsg), the floor client 4"
+                 "socket, which reading one packet per wake-up made slower, not faster), the "
+                 "floor server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f (a blocking "
+                 "recvmsg under SO_RCVTIMEO, no poll), the floor client 4"
                  % (_syscalls(prof["strace_daemon"]), _syscalls(prof.get("strace_client"))))
     return text + (". The rest is user space: protobuf, libuv, the books and the state file "
                    "record, policy, events (perf above).")
@@ -889,8 +890,8 @@ made with ROCMMEM_HOST_ARENA=0: the compatibility path, and every host lease bef
 daemon creates, sizes and seals a memfd per lease and punches and closes it at release, and the \
 client maps it 2 MiB aligned and unmaps it: "floor + per-lease memory work". rocmmemd over the \
 matching floor is what the daemon and the library add (protobuf, libuv, the books and the state \
-file record, policy, events, poll() before each recvmsg in the library). Both daemon rows are one \
-daemon, two connections, batches interleaved."""
+file record, policy, events). Both daemon rows are one daemon, two connections, batches \
+interleaved."""
 
 THROUGHPUT_READING = """Reading: both servers answer the same client code with replies of the \
 same sizes (the echo server replays what rocmmemd sent for each kind of request in this run, \

@@ -225,6 +225,14 @@ _Static_assert((int)BUS_UNDECLARED ==
 	       "event types");
 
 /* publish numbers e (with its sentence) and sends it to every event subscriber soon. */
+/* wants_line: the event's detail goes to listeners, when there are any. */
+static bool wants_line(void *ctx, const struct bus_event *e)
+{
+	const struct feed *f = ctx;
+
+	return e->type < BUS_OWN && f->nlisteners > 0 && f->ring;
+}
+
 static void publish(void *ctx, const struct bus_event *e, const char *detail, uint64_t mono_ms,
 		    uint64_t real_ms)
 {
@@ -458,7 +466,7 @@ void feed_finish(struct feed *f)
 
 int feed_subscribe_bus(struct feed *f, struct bus *b)
 {
-	struct bus_subscriber s = {.ctx = f, .event = publish};
+	struct bus_subscriber s = {.ctx = f, .event = publish, .wants_line = wants_line};
 
 	return bus_subscribe(b, &s);
 }

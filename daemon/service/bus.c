@@ -52,11 +52,25 @@ void bus_emit(struct bus *b, struct bus_event *e, enum log_level level, const ch
 		b->subs[i].event(b->subs[i].ctx, e, line, mono, real);
 }
 
+/* wanted says whether a subscriber would use e's sentence (its level set). */
+static bool wanted(const struct bus *b, const struct bus_event *e)
+{
+	for (unsigned i = 0; i < b->n; i++)
+		if (b->subs[i].wants_line && b->subs[i].wants_line(b->subs[i].ctx, e))
+			return true;
+	return false;
+}
+
 void bus_emitf(struct bus *b, struct bus_event *e, enum log_level level, const char *fmt, ...)
 {
 	char line[2048];
 	va_list ap;
 
+	e->level = level;
+	if (!wanted(b, e)) {
+		bus_emit(b, e, level, NULL);
+		return;
+	}
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);

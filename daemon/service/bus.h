@@ -71,6 +71,9 @@ struct bus_subscriber {
 	 * the times are the clock's when the event was emitted. */
 	void (*event)(void *ctx, const struct bus_event *e, const char *line, uint64_t mono_ms,
 		      uint64_t real_ms);
+	/* Whether it would use e's sentence now (NULL: never): bus_emitf formats the sentence
+	 * only when a subscriber would, and passes NULL otherwise. */
+	bool (*wants_line)(void *ctx, const struct bus_event *e);
 };
 
 #define BUS_MAX_SUBSCRIBERS 8u
@@ -91,7 +94,8 @@ int bus_subscribe(struct bus *b, const struct bus_subscriber *s);
 /* bus_emit tells every subscriber e (its level set to level) and its sentence line (or NULL). */
 void bus_emit(struct bus *b, struct bus_event *e, enum log_level level, const char *line);
 
-/* bus_emitf is bus_emit with the sentence formatted once. */
+/* bus_emitf is bus_emit with the sentence formatted once, and only when a subscriber would use
+ * it (most events are debug lines nobody reads: two per lease round trip). */
 void bus_emitf(struct bus *b, struct bus_event *e, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -24,6 +24,13 @@ const struct denial *denials_get(const struct denials *ring, unsigned i)
 	return &ring->ring[(first + i) % DENIALS_KEEP];
 }
 
+/* wants_line: a denial keeps its sentence as its reason. */
+static bool wants_line(void *ctx, const struct bus_event *e)
+{
+	(void)ctx;
+	return e->type == BUS_LEASE_DENIED;
+}
+
 static void on_event(void *ctx, const struct bus_event *e, const char *line, uint64_t mono_ms,
 		     uint64_t real_ms)
 {
@@ -50,7 +57,7 @@ static void on_event(void *ctx, const struct bus_event *e, const char *line, uin
 
 int denials_subscribe(struct denials *ring, struct bus *b)
 {
-	struct bus_subscriber s = {.ctx = ring, .event = on_event};
+	struct bus_subscriber s = {.ctx = ring, .event = on_event, .wants_line = wants_line};
 
 	return bus_subscribe(b, &s);
 }

@@ -191,9 +191,16 @@ static void on_event(void *ctx, const struct bus_event *e, const char *line, uin
 	write_line(e, line, "");
 }
 
+/* wants_line: a line is written only at a level the log shows. */
+static bool wants_line(void *ctx, const struct bus_event *e)
+{
+	(void)ctx;
+	return e->level <= log_get_level();
+}
+
 int eventlog_subscribe(struct eventlog *l, struct bus *b)
 {
-	struct bus_subscriber s = {.ctx = l, .event = on_event};
+	struct bus_subscriber s = {.ctx = l, .event = on_event, .wants_line = wants_line};
 
 	memset(l, 0, sizeof(*l));
 	return bus_subscribe(b, &s);

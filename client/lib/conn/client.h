@@ -160,7 +160,11 @@ struct rocmmem_client {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool reading; /* a thread is receiving on fd for everyone */
-	bool broken;  /* the connection has ended for good */
+	/* The receive timeout (SO_RCVTIMEO) set on fd for connection rcv_timeout_gen; 0: none.
+	 * Only the reading thread touches them. */
+	int64_t rcv_timeout_ms;
+	uint64_t rcv_timeout_gen;
+	bool broken; /* the connection has ended for good */
 	int broken_err;
 	char broken_msg[256];
 	/* Reconnection (session/reconnect.c), under lock. */

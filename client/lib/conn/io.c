@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "base/error.h"
 #include "client.h"
@@ -150,6 +151,41 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 	c->replies = m;
 }
 
+/* The longest receive timeout the reader sets: it wakes up at least that often. */
+#define RECV_TIMEOUT_MAX_MS 1000
+/* A timeout set earlier that is shorter than what is left is kept when at least this long. */
+#define RECV_TIMEOUT_KEEP_MS 250
+
+/*
+ * recv_flags readies fd for a receive that gives up after at most timeout_ms (< 0: the
+ * caller's wait has no end; it calls again), and returns the flags to receive with. The
+ * receive then blocks in recvmsg itself (one system call, not poll and recvmsg), under the
+ * socket's SO_RCVTIMEO: set only when the one set before does not fit (longer than what is
+ * left, or so much shorter that the reader would wake up for nothing), so that most receives
+ * set nothing. Returns -1 when the timeout cannot be set (then poll first).
+ */
+static int recv_flags(rocmmem_client *c, int64_t timeout_ms)
+{
+	int64_t set = c->rcv_timeout_gen == c->gen ? c->rcv_timeout_ms : 0;
+	int64_t want =
+	    timeout_ms < 0 || timeout_ms > RECV_TIMEOUT_MAX_MS ? RECV_TIMEOUT_MAX_MS : timeout_ms;
+	struct timeval tv;
+
+	if (timeout_ms == 0)
+		return MSG_DONTWAIT;
+	if (set > 0 && set <= want && (set >= RECV_TIMEOUT_KEEP_MS || set * 2 >= want))
+		return 0;
+	tv.tv_sec = (time_t)(want / 1000);
+	tv.tv_usec = (suseconds_t)(want % 1000) * 1000;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+		c->rcv_timeout_ms = 0;
+		return -1;
+	}
+	c->rcv_timeout_ms = want;
+	c->rcv_timeout_gen = c->gen;
+	return 0;
+}
+
 /*
  * receive_one waits up to timeout_ms for one message and unpacks it. Called by the one thread
  * that is reading, without the lock. Returns 1 with *out set, 0 on timeout, or a negative
@@ -158,26 +194,31 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out, char *why,
 		       size_t why_len)
 {
-	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+	int flags = recv_flags(c, timeout_ms);
 	struct inmsg *m;
 	ssize_t n;
-	int rc;
 
-	do {
+	if (flags < 0) {
+		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
 		int wait = timeout_ms < 0 ? -1 : timeout_ms > 1000000 ? 1000000 : (int)timeout_ms;
+		int rc;
 
-		rc = poll(&pfd, 1, wait);
-	} while (rc < 0 && errno == EINTR);
-	if (rc < 0) {
-		snprintf(why, why_len, "Could not poll the connection: %s", strerror(errno));
-		return -errno;
+		do {
+			rc = poll(&pfd, 1, wait);
+		} while (rc < 0 && errno == EINTR);
+		if (rc < 0) {
+			snprintf(why, why_len, "Could not poll the connection: %s",
+				 strerror(errno));
+			return -errno;
+		}
+		if (rc == 0)
+			return 0;
+		flags = MSG_DONTWAIT;
 	}
-	if (rc == 0)
-		return 0;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return 0; /* try again later; the message stays in the socket */
-	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, MSG_DONTWAIT);
+	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, flags);
 	if (n == -EAGAIN) {
 		free(m);
 		return 0;
