@@ -61,6 +61,12 @@ static bool wanted(const struct bus *b, const struct bus_event *e)
 	return false;
 }
 
+bool bus_wants_line(const struct bus *b, struct bus_event *e, enum log_level level)
+{
+	e->level = level;
+	return wanted(b, e);
+}
+
 void bus_emitf(struct bus *b, struct bus_event *e, enum log_level level, const char *fmt, ...)
 {
 	char line[2048];

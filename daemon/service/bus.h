@@ -94,6 +94,13 @@ int bus_subscribe(struct bus *b, const struct bus_subscriber *s);
 /* bus_emit tells every subscriber e (its level set to level) and its sentence line (or NULL). */
 void bus_emit(struct bus *b, struct bus_event *e, enum log_level level, const char *line);
 
+/*
+ * bus_wants_line sets e's level and says whether a subscriber would use its sentence: a caller
+ * whose arguments cost formatting too (sizes, labels) formats them only then, and emits with
+ * a NULL line otherwise.
+ */
+bool bus_wants_line(const struct bus *b, struct bus_event *e, enum log_level level);
+
 /* bus_emitf is bus_emit with the sentence formatted once, and only when a subscriber would use
  * it (most events are debug lines nobody reads: two per lease round trip). */
 void bus_emitf(struct bus *b, struct bus_event *e, enum log_level level, const char *fmt, ...)

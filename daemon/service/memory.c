@@ -93,6 +93,10 @@ void svc_lease_released(struct svc *svc, const struct lease *l, enum log_level l
 	svc_lease_event(&e, l, BUS_LEASE_RELEASED);
 	if (strcmp(how, "reclaimed") == 0)
 		e.flags = BUS_RECLAIMED;
+	if (!bus_wants_line(&svc->bus, &e, level)) {
+		bus_emit(&svc->bus, &e, level, NULL); /* a release per round trip: format nothing */
+		return;
+	}
 	bus_emitf(&svc->bus, &e, level, "%s lease %" PRIu64 " (%s on device %u) of %s", how, l->id,
 		  size_format(l->size, sz, sizeof(sz)), l->device,
 		  holder_label(l->owner, who, sizeof(who)));
@@ -192,11 +196,15 @@ void svc_lease_made(struct svc *svc, struct holder *h, struct lease *l, uint64_t
 	adopt_lease_granted(svc, l);
 	svc_lease_event(&e, l, BUS_LEASE_GRANTED);
 	e.waited_ms = waited_ms;
-	bus_emitf(&svc->bus, &e, LOG_LEVEL_DEBUG,
-		  "granted lease %" PRIu64 " (%s on device %u, %s%s%s) to %s after %" PRIu64 " ms",
-		  l->id, size_format(l->size, sz, sizeof(sz)), l->device,
-		  backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "", l->tag,
-		  holder_label(h, who, sizeof(who)), waited_ms);
+	if (!bus_wants_line(&svc->bus, &e, LOG_LEVEL_DEBUG))
+		bus_emit(&svc->bus, &e, LOG_LEVEL_DEBUG, NULL); /* a grant per round trip */
+	else
+		bus_emitf(&svc->bus, &e, LOG_LEVEL_DEBUG,
+			  "granted lease %" PRIu64 " (%s on device %u, %s%s%s) to %s after %" PRIu64
+			  " ms",
+			  l->id, size_format(l->size, sz, sizeof(sz)), l->device,
+			  backend_sharing_name(l->alloc.handle_kind), l->tag[0] ? ", tag " : "",
+			  l->tag, holder_label(h, who, sizeof(who)), waited_ms);
 	/* If the client cannot take the reply it is dropped, and its teardown reclaims l. */
 	svc_reply(svc, h->id, request_id, &r);
 	/* Exported for this grant: the client has its own copies now. Memory the pool may take

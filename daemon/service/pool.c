@@ -150,6 +150,7 @@ bool svc_pool_park(struct svc *svc, struct lease *l, uint64_t request_id)
 	if (e->alloc.kept_fds && e->alloc.nfds == e->alloc.nchunks) {
 		/* Its grant's fds are still open: ready for the next grant as it is. */
 		e->ready = true;
+		free(p);
 		svc_reply_ok(svc, e->holder, request_id);
 		return true;
 	}

@@ -66,6 +66,10 @@ static void test_formats_only_when_wanted(void **state)
 	assert_string_equal(picky.line, "denied 8 GiB");
 	assert_string_equal(blind.line, "denied 8 GiB");
 	assert_int_equal(blind.level, LOG_LEVEL_WARN);
+	/* What a caller with costly arguments asks first. */
+	assert_false(bus_wants_line(&bus, &e, LOG_LEVEL_INFO));
+	assert_int_equal(e.level, LOG_LEVEL_INFO);
+	assert_true(bus_wants_line(&bus, &e, LOG_LEVEL_ERROR));
 	/* bus_emit passes its line as it is. */
 	bus_emit(&bus, &e, LOG_LEVEL_DEBUG, "as given");
 	assert_string_equal(blind.line, "as given");
