@@ -17,6 +17,7 @@
 
 #include "platform/fdlimit.h"
 #include "policy/reconcile.h"
+#include "memory.h"
 #include "pool.h"
 #include "version.h"
 
@@ -429,6 +430,13 @@ static void out_descriptors(struct out *o, const struct svc *s)
 	    "rocmmemd_arena_fallbacks_total", "counter",
 	    "Host leases that fitted no free range of their arena and got a memfd of their own.",
 	    0};
+	static const struct family kept = {
+	    "rocmmemd_gpu_pool_fds", "gauge",
+	    "Exported GPU memory fds kept open for grants from the chunk pool (--gpu-pool-fds).",
+	    0};
+	static const struct family kept_limit = {
+	    "rocmmemd_gpu_pool_fds_limit", "gauge",
+	    "How many such fds may be kept before grants close theirs again.", 0};
 	uint64_t fds_limit, fds_open;
 
 	fdlimit_read(&fds_limit, &fds_open);
@@ -440,6 +448,10 @@ static void out_descriptors(struct out *o, const struct svc *s)
 	out_printf(o, "%s %" PRIu64 "\n", arenas.name, s->state.arenas);
 	out_family(o, &fallbacks);
 	out_printf(o, "%s %" PRIu64 "\n", fallbacks.name, s->state.arena_fallbacks);
+	out_family(o, &kept);
+	out_printf(o, "%s %" PRIu64 "\n", kept.name, backend_kept_fds());
+	out_family(o, &kept_limit);
+	out_printf(o, "%s %" PRIu64 "\n", kept_limit.name, svc_export_keep_cap(s));
 }
 
 /* out_devices writes the devices' families: what each is, its figures, its models by state. */

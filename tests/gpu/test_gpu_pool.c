@@ -311,6 +311,12 @@ static void warm_lease(bool cuda, bool keep)
 	assert_true(ctl_says(&d, "status --json", "\"pool\""));
 	assert_true(ctl_says(&d, "metrics", "rocmmemd_device_pool_bytes{device=\"0\","));
 	assert_true(ctl_says(&d, "metrics", "} 67108864"));
+	/* The pooled memory's fd, kept (or exported again: the pool's entry holds one either
+	 * way, but only a kept one counts against --gpu-pool-fds). */
+	assert_true(ctl_says(&d, "metrics",
+			     keep ? "rocmmemd_gpu_pool_fds 1\n" : "rocmmemd_gpu_pool_fds 0\n"));
+	if (!keep)
+		assert_true(ctl_says(&d, "metrics", "rocmmemd_gpu_pool_fds_limit 0\n"));
 	creates = calls(&d, cuda, create);
 	exports = calls(&d, cuda, export);
 	assert_int_equal(ask(&ch, CMD_LEASE, 64 * MiB), 0);
@@ -332,6 +338,7 @@ static void warm_lease(bool cuda, bool keep)
 	 * pidfd's and the pooled memory's alike). */
 	wait_pool(&d, 0, &p);
 	wait_fds(&d, fds);
+	assert_true(ctl_says(&d, "metrics", "rocmmemd_gpu_pool_fds 0\n"));
 	assert_int_equal(harness_daemon_stop(&d), 0);
 }
 
