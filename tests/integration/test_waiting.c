@@ -114,6 +114,31 @@ static void test_granted_when_another_releases(void **state)
 	rocmmem_disconnect(holder);
 }
 
+/* A wait longer than librocmmem's receive timeout (the reader wakes up at least once a second,
+ * then receives again) still ends with the grant, and nothing comes back before it. */
+static void test_granted_after_a_long_wait(void **state)
+{
+	rocmmem_client *holder = harness_connect(&daemon_, "holder");
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
+	rocmmem_lease *held = NULL;
+	struct child ch;
+	int64_t id, waited;
+
+	(void)state;
+	assert_int_equal(rocmmem_lease_acquire(holder, &req, &held), 0);
+	start_asker(&ch, 32 * MiB, 20000);
+	wait_waiters(1);
+	assert_false(pipe_get(ch.from_child, &id, 2500));
+	assert_int_equal(rocmmem_lease_release(held), 0);
+	assert_true(pipe_get(ch.from_child, &id, 5000));
+	assert_true(id > 0);
+	assert_true(pipe_get(ch.from_child, &waited, 5000));
+	assert_true(waited >= 2500);
+	pipe_put(ch.to_child, 1);
+	assert_int_equal(child_wait(&ch, 5000), 0);
+	rocmmem_disconnect(holder);
+}
+
 static void test_timeout_honoured(void **state)
 {
 	rocmmem_client *holder = harness_connect(&daemon_, "holder");
@@ -288,6 +313,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_granted_when_another_releases, after_each),
+	    cmocka_unit_test_teardown(test_granted_after_a_long_wait, after_each),
 	    cmocka_unit_test_teardown(test_timeout_honoured, after_each),
 	    cmocka_unit_test_teardown(test_fifo_order, after_each),
 	    cmocka_unit_test_teardown(test_dead_waiter_leaves_queue, after_each),
