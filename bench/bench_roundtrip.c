@@ -38,6 +38,7 @@ enum subject {
 	SUBJECT_FLOOR_NOFD,  /* two round trips, nothing passed */
 	SUBJECT_FLOOR_MEM,   /* + a fresh memfd, mapped, touched, unmapped, punched, closed */
 	SUBJECT_FLOOR_ARENA, /* + one page touched in a mapping kept, the range punched */
+	SUBJECT_FLOOR_EPOLL, /* the first, served by an event loop (epoll_wait, read till empty) */
 	SUBJECT_DAEMON,	     /* rocmmemd, the client's arena (librocmmem's default) */
 	SUBJECT_PER_LEASE,   /* rocmmemd, a memfd per lease (ROCMMEM_HOST_ARENA=0) */
 	SUBJECT_QUIET,	     /* rocmmemd at --log-level warn, arena (--breakdown) */
@@ -45,8 +46,8 @@ enum subject {
 };
 
 static const char *const subject_names[SUBJECTS] = {
-    "floor",  "floor_no_fd",	  "floor_with_memory_work", "floor_with_arena_work",
-    "daemon", "daemon_per_lease", "daemon_log_warn"};
+    "floor",	   "floor_no_fd", "floor_with_memory_work", "floor_with_arena_work",
+    "floor_epoll", "daemon",	  "daemon_per_lease",	    "daemon_log_warn"};
 
 /* The pieces of the round trip timed on their own (--breakdown). */
 enum piece { PIECE_MEMFD, PIECE_PUNCH, PIECE_MAP, PIECE_TOUCH, PIECE_MUNMAP, PIECES };
@@ -329,6 +330,10 @@ static void write_placement(struct bench_json *j, const struct run *r, const str
 		       bench_ratio(pct(p, SUBJECT_FLOOR, 99), pct(p, SUBJECT_FLOOR, 50)));
 	bench_json_num(j, "ratio_p50_vs_floor_with_arena_work",
 		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_ARENA, 50)));
+	bench_json_num(j, "ratio_p50_vs_floor_epoll",
+		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_EPOLL, 50)));
+	bench_json_num(j, "floor_epoll_ratio_p50",
+		       bench_ratio(pct(p, SUBJECT_FLOOR_EPOLL, 50), pct(p, SUBJECT_FLOOR, 50)));
 	bench_json_num(j, "per_lease_ratio_p50_vs_floor_with_memory_work",
 		       bench_ratio(pct(p, SUBJECT_PER_LEASE, 50), pct(p, SUBJECT_FLOOR_MEM, 50)));
 	bench_json_num(j, "arena_over_per_lease_p50",
@@ -554,6 +559,7 @@ int main(int argc, char **argv)
 		r.floors[s].kind = s == SUBJECT_FLOOR_NOFD    ? FLOOR_NOFD
 				   : s == SUBJECT_FLOOR_MEM   ? FLOOR_MEMFD
 				   : s == SUBJECT_FLOOR_ARENA ? FLOOR_ARENA
+				   : s == SUBJECT_FLOOR_EPOLL ? FLOOR_EPOLL
 							      : FLOOR_PLAIN;
 		err = floor_start(&r.floors[s], &r.sizes);
 	}

@@ -25,6 +25,8 @@ enum floor_kind {
 	FLOOR_NOFD,  /* no fd at all */
 	FLOOR_MEMFD, /* a fresh memfd per acquire, punched and closed at release */
 	FLOOR_ARENA, /* one memfd passed with the first grant only; release punches 2 MiB of it */
+	FLOOR_EPOLL, /* FLOOR_PLAIN served as an event loop serves many sockets: epoll_wait,
+		      * then receive until the socket is empty (the daemon's system calls) */
 };
 
 struct floor_server {

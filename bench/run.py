@@ -273,6 +273,16 @@ def figures_roundtrip(d):
                        p["ratio_p50_vs_floor_with_arena_work"],
                        "(no target: what rocmmemd and librocmmem add beyond the kernel's work)",
                        "info"))
+        if "floor_epoll" in p:
+            out.append(fig("roundtrip", "roundtrip.%s.vs_epoll_floor" % name,
+                           "Lease round trip vs an event loop answering the floor's ping-pong "
+                           "(epoll_wait, then receive until empty), %s" % name, "us",
+                           p["daemon"], ("epoll server, 2 round trips + 1 fd", p["floor_epoll"]),
+                           p["ratio_p50_vs_floor_epoll"],
+                           "(no target: what rocmmemd and librocmmem add beyond serving many "
+                           "sockets)", "info",
+                           note="the epoll server itself: %.2fx the raw floor"
+                           % p["floor_epoll_ratio_p50"]))
     return out
 
 
@@ -758,6 +768,14 @@ def _roundtrip_gap(rt, prof):
                  "floor server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f (a blocking "
                  "recvmsg under SO_RCVTIMEO, no poll), the floor client 4"
                  % (_syscalls(prof["strace_daemon"]), _syscalls(prof.get("strace_client"))))
+    if "floor_epoll" in p:
+        text += ("; an event loop answering the floor's own ping-pong with the daemon's system "
+                 "calls (epoll_wait, then receive until the socket is empty) is %.2fx the floor, "
+                 "and rocmmemd %.2fx that event loop: daemon CPU %.1f us per round trip against "
+                 "its %.1f, librocmmem %.1f against the raw client's %.1f"
+                 % (p["floor_epoll_ratio_p50"], p["ratio_p50_vs_floor_epoll"],
+                    c.get("daemon_server", 0), c.get("floor_epoll_server", 0),
+                    c.get("daemon_client", 0), c.get("floor_epoll_client", 0)))
     return text + (". The rest is user space: protobuf, libuv, the books and the state file "
                    "record, policy, events (perf above).")
 

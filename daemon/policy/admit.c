@@ -13,6 +13,7 @@
 #include "explain.h"
 #include "internal.h"
 #include "size.h"
+#include "text.h"
 
 /* denial refuses a memory request: the explanation, after the model's name for a model's. */
 static void denial(struct policy_decision *d, const struct waiter *t, int err, const char *why)
@@ -167,7 +168,7 @@ static bool lease_template(const struct state *s, const struct policy_config *cf
 	t->size = size;
 	t->requested = r->requested;
 	t->own_memfd = r->own_memfd;
-	snprintf(t->tag, sizeof(t->tag), "%s", r->tag ? r->tag : "");
+	text_copy(t->tag, sizeof(t->tag), r->tag ? r->tag : ""); /* every lease: no printf */
 	return true;
 }
 

@@ -18,6 +18,7 @@
 #include "reply.h"
 #include "size.h"
 #include "state/arena.h"
+#include "text.h"
 
 /*
  * A released range stays warm (unpunched, for its client's next lease of that size) this
@@ -234,7 +235,7 @@ int svc_arena_take(struct svc *svc, struct holder *h, const struct svc_grant *q,
 	l->alloc.size = q->size;
 	l->arena = a;
 	l->offset = offset;
-	snprintf(l->tag, sizeof(l->tag), "%s", q->tag ? q->tag : "");
+	text_copy(l->tag, sizeof(l->tag), q->tag ? q->tag : ""); /* every lease: no printf */
 	*first = !a->fd_sent;
 	a->fd_sent = true;
 	*out = l;
