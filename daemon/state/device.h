@@ -66,7 +66,8 @@ struct device {
 /*
  * device_keeps_fds says whether a lease on d keeps a file descriptor in the daemon for its
  * whole life (a host memfd, handed out again at adoption and punched at release): those count
- * against the descriptor limit (quota_fd_admit). GPU leases' fds are sent and closed.
+ * against the descriptor limit (quota_fd_admit). GPU leases' fds are sent and closed, or kept
+ * for a grant from the chunk pool (--gpu-pool-fds, counted on their own).
  */
 static inline bool device_keeps_fds(const struct device *d)
 {

@@ -183,6 +183,33 @@ static int parse_fails(struct fake *f)
 	return 0;
 }
 
+static int parse_slow(struct fake *f)
+{
+	const char *spec = env(f, "SLOW");
+	char buf[512], *save = NULL, *tok;
+
+	if (!spec)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		struct fake_slow *x = &f->slow[f->nslow];
+		char *eq = strchr(tok, '='), *end;
+		unsigned long ms;
+
+		if (f->nslow == FAKE_MAX_SLOW || !eq || eq == tok ||
+		    (size_t)(eq - tok) >= sizeof(x->name))
+			return bad_config(f, "SLOW", spec);
+		ms = strtoul(eq + 1, &end, 10);
+		if (end == eq + 1 || *end || ms == 0 || ms > 60000)
+			return bad_config(f, "SLOW", spec);
+		memcpy(x->name, tok, (size_t)(eq - tok));
+		x->name[eq - tok] = '\0';
+		x->ms = (unsigned)ms;
+		f->nslow++;
+	}
+	return 0;
+}
+
 static int read_config(struct fake *f)
 {
 	const char *v = env(f, "VERSION"), *dir = getenv("FAKEGPU_STATE_DIR");
@@ -219,7 +246,8 @@ static int read_config(struct fake *f)
 		}
 		snprintf(f->state_dir, sizeof(f->state_dir), "%s", dir);
 	}
-	return parse_fails(f);
+	err = parse_slow(f);
+	return err ? err : parse_fails(f);
 }
 
 static void counter_lock(struct fake_counter *c)
@@ -411,6 +439,7 @@ static void setup(struct fake *f)
 	f->state_dir[0] = '\0';
 	f->nfails = 0;
 	memset(f->fails, 0, sizeof(f->fails));
+	f->nslow = 0;
 	f->setup_error = read_config(f);
 	for (int i = 0; !f->setup_error && i < f->ndev; i++)
 		f->setup_error = counter_open(f, i);
@@ -441,6 +470,9 @@ int fake_begin(struct fake *f, const char *name, int default_failure)
 	if (f->setup_error)
 		return f->setup_error;
 	fake_count_call(f, name);
+	for (int i = 0; i < f->nslow; i++)
+		if (strcmp(f->slow[i].name, name) == 0)
+			usleep(f->slow[i].ms * 1000u); /* the lock held: the runtime is busy */
 	return fail_check(f, name, default_failure);
 }
 

@@ -65,6 +65,14 @@ struct fake_fail {
 	unsigned long calls;
 };
 
+/* One FAKE*_SLOW entry: "function=MS": each call of it sleeps that long (after it is counted). */
+struct fake_slow {
+	char name[64];
+	unsigned ms;
+};
+
+#define FAKE_MAX_SLOW 8
+
 /* A physical allocation (hipMemCreate / cuMemCreate) or an imported one. */
 struct fake_phys {
 	struct fake_phys *next;
@@ -130,6 +138,8 @@ struct fake {
 	char state_dir[3072];
 	struct fake_fail fails[FAKE_MAX_FAILS];
 	int nfails;
+	struct fake_slow slow[FAKE_MAX_SLOW];
+	int nslow;
 
 	struct fake_counter counter[FAKE_MAX_DEVICES];
 	struct fake_phys *phys;

@@ -33,7 +33,8 @@ static const char *const fake_vars[] = {
     "FAKEHIP_DEVICES",	    "FAKECUDA_DEVICES",		"ROCMMEM_HIP_LIBRARY",
     "ROCMMEM_CUDA_LIBRARY", "FAKEGPU_STATE_DIR",	"ROCMMEM_SYSFS_ROOT",
     "FAKEHIP_FAIL",	    "ROCMMEM_ROCM_SMI_LIBRARY", "ROCMMEM_NVML_LIBRARY",
-    "FAKEGPU_COUNT_CALLS",
+    "FAKEGPU_COUNT_CALLS",  "FAKEHIP_VERSION",		"FAKEHIP_DMABUF",
+    "FAKEHIP_SLOW",
 };
 
 static int setup(void **state)
@@ -360,6 +361,52 @@ static void test_cuda_warm_lease_exported_again(void **state)
 	warm_lease(true, false);
 }
 
+/*
+ * A dma-buf grant whose client is killed while the daemon allocates for it: the allocation is
+ * freed with the fd exported for the grant (the daemon's fd count comes back to where it was),
+ * and the books let go of it.
+ */
+static void test_dmabuf_grant_for_a_dead_client(void **state)
+{
+	static const char *const dmabuf[] = {"--sharing", "dmabuf", NULL};
+	struct pool_client pc = {0};
+	struct daemon_proc d;
+	struct pool_view p;
+	struct child ch;
+	uint64_t mallocs;
+	long end;
+	int fds;
+
+	(void)state;
+	setenv("FAKEHIP_VERSION", "60100000", 1);
+	setenv("FAKEHIP_DMABUF", "1", 1);
+	setenv("FAKEHIP_SLOW", "hipMalloc=400", 1);
+	start(&d, false, dmabuf);
+	fds = harness_fd_count_settled(d.pid);
+	mallocs = calls(&d, false, "hipMalloc");
+	pc.socket = d.sock;
+	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	assert_true(pipe_put(ch.to_child, CMD_LEASE));
+	assert_true(pipe_put(ch.to_child, 16 * MiB));
+	/* The stand-in counts the call before it sleeps in it: the client dies meanwhile. */
+	end = harness_now_ms() + HARNESS_WAIT_MS;
+	while (calls(&d, false, "hipMalloc") == mallocs && harness_now_ms() < end)
+		usleep(2000);
+	assert_true(calls(&d, false, "hipMalloc") > mallocs);
+	assert_int_equal(kill(ch.pid, SIGKILL), 0);
+	child_wait(&ch, HARNESS_WAIT_MS); /* killed: its status says so, nothing to check */
+	/* The allocation ends, finds nobody to grant to and is freed: the books first... */
+	end = harness_now_ms() + HARNESS_WAIT_MS;
+	do {
+		pool_view(&d, &p);
+	} while (p.free_bytes != p.budget && harness_now_ms() < end && usleep(10000) == 0);
+	assert_int_equal(p.free_bytes, p.budget);
+	assert_true(calls(&d, false, "hipFree") > 0);
+	/* ...then the daemon's fds: the one exported for the grant went with the memory. */
+	wait_fds(&d, fds);
+	assert_int_equal(harness_daemon_stop(&d), 0);
+}
+
 /* Another client never gets pooled memory: its previous holder may still map it. */
 static void test_pool_is_per_client(void **state)
 {
@@ -608,6 +655,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hip_warm_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cuda_warm_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cuda_warm_lease_exported_again, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dmabuf_grant_for_a_dead_client, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_is_per_client, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_trim_empties_the_pool, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_grant_takes_the_pool_back, setup, teardown),

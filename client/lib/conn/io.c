@@ -155,6 +155,8 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
 #define RECV_TIMEOUT_MAX_MS 1000
 /* A timeout set earlier that is shorter than what is left is kept when at least this long. */
 #define RECV_TIMEOUT_KEEP_MS 250
+/* Shorter waits are polled: poll's timer is precise, a socket's timeout is not (below). */
+#define RECV_TIMEOUT_MIN_MS 20
 
 /*
  * recv_flags readies fd for a receive that gives up after at most timeout_ms (< 0: the
@@ -162,7 +164,10 @@ static void file_message(rocmmem_client *c, struct inmsg *m)
  * receive then blocks in recvmsg itself (one system call, not poll and recvmsg), under the
  * socket's SO_RCVTIMEO: set only when the one set before does not fit (longer than what is
  * left, or so much shorter that the reader would wake up for nothing), so that most receives
- * set nothing. Returns -1 when the timeout cannot be set (then poll first).
+ * set nothing. The kernel keeps that timeout in jiffies, rounded up, on its coarse timer
+ * wheel, which may fire up to about an eighth late: what is set leaves that much (and a few
+ * ms) of the wait unused, and the caller, which wakes early at worst, receives again with
+ * what is left. Returns -1 for a short wait, or when the timeout cannot be set: then poll.
  */
 static int recv_flags(rocmmem_client *c, int64_t timeout_ms)
 {
@@ -173,6 +178,9 @@ static int recv_flags(rocmmem_client *c, int64_t timeout_ms)
 
 	if (timeout_ms == 0)
 		return MSG_DONTWAIT;
+	if (want < RECV_TIMEOUT_MIN_MS)
+		return -1;
+	want -= want / 8 + 4;
 	if (set > 0 && set <= want && (set >= RECV_TIMEOUT_KEEP_MS || set * 2 >= want))
 		return 0;
 	tv.tv_sec = (time_t)(want / 1000);

@@ -386,6 +386,7 @@ def release_pool(model):
             others = 0
         except TypeError:  # a MemPool type without weak references
             alive = None
+            gc.collect()  # garbage cycles that still hold it are not someone's reference
             others = sys.getrefcount(pool) - 2  # beyond this name and the call's argument
         del pool
         gc.collect()  # the pool goes when its last reference does

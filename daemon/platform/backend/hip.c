@@ -499,8 +499,9 @@ static void hip_release(struct backend *b, unsigned index, struct backend_alloc 
 		h->api.hipFree(a->priv);
 	}
 	a->priv = NULL;
-	if (!a->transient_fds)
-		backend_alloc_close_fds(a);
+	/* Whatever fds are still open go with the memory: kept ones, a memfd-like owner's, and a
+	 * grant's that was never sent (its holder left first). */
+	backend_alloc_close_fds(a);
 }
 
 static int hip_adopt(struct backend *b, unsigned index, struct backend_alloc *a, char *why,
