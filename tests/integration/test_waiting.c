@@ -90,7 +90,12 @@ static void wait_waiters(uint32_t n)
 	fail_msg("the queue never reached %u waiters", n);
 }
 
-static void test_granted_when_another_releases(void **state)
+/*
+ * granted_when_released: a request waits (timeout_ms) while another connection holds the
+ * memory; nothing comes back for quiet_ms; then the holder releases and the request is granted,
+ * having waited at least that long.
+ */
+static void granted_when_released(int64_t timeout_ms, int64_t quiet_ms)
 {
 	rocmmem_client *holder = harness_connect(&daemon_, "holder");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
@@ -98,45 +103,33 @@ static void test_granted_when_another_releases(void **state)
 	struct child ch;
 	int64_t id, waited;
 
-	(void)state;
 	assert_int_equal(rocmmem_lease_acquire(holder, &req, &held), 0);
-	start_asker(&ch, 32 * MiB, 10000);
+	start_asker(&ch, 32 * MiB, timeout_ms);
 	wait_waiters(1);
 	/* Still waiting: nothing may have come back yet. */
-	assert_false(pipe_get(ch.from_child, &id, 100));
+	assert_false(pipe_get(ch.from_child, &id, (long)quiet_ms));
 	assert_int_equal(rocmmem_lease_release(held), 0);
 	assert_true(pipe_get(ch.from_child, &id, 5000));
 	assert_true(id > 0);
 	assert_true(pipe_get(ch.from_child, &waited, 5000));
-	assert_true(waited >= 100);
+	assert_true(waited >= quiet_ms);
 	pipe_put(ch.to_child, 1);
 	assert_int_equal(child_wait(&ch, 5000), 0);
 	rocmmem_disconnect(holder);
+}
+
+static void test_granted_when_another_releases(void **state)
+{
+	(void)state;
+	granted_when_released(10000, 100);
 }
 
 /* A wait longer than librocmmem's receive timeout (the reader wakes up at least once a second,
  * then receives again) still ends with the grant, and nothing comes back before it. */
 static void test_granted_after_a_long_wait(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "holder");
-	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
-	rocmmem_lease *held = NULL;
-	struct child ch;
-	int64_t id, waited;
-
 	(void)state;
-	assert_int_equal(rocmmem_lease_acquire(holder, &req, &held), 0);
-	start_asker(&ch, 32 * MiB, 20000);
-	wait_waiters(1);
-	assert_false(pipe_get(ch.from_child, &id, 2500));
-	assert_int_equal(rocmmem_lease_release(held), 0);
-	assert_true(pipe_get(ch.from_child, &id, 5000));
-	assert_true(id > 0);
-	assert_true(pipe_get(ch.from_child, &waited, 5000));
-	assert_true(waited >= 2500);
-	pipe_put(ch.to_child, 1);
-	assert_int_equal(child_wait(&ch, 5000), 0);
-	rocmmem_disconnect(holder);
+	granted_when_released(20000, 2500);
 }
 
 static void test_timeout_honoured(void **state)
