@@ -161,6 +161,14 @@ static int pool_client_run(void *arg, int in, int out)
 	return cmd == CMD_EXIT ? 0 : 41;
 }
 
+/* client_on starts a pool client process on d's socket (a CUDA one when cuda). */
+static void client_on(const struct daemon_proc *d, bool cuda, struct child *ch)
+{
+	struct pool_client pc = {.socket = d->sock, .cuda = cuda};
+
+	assert_int_equal(child_start(ch, pool_client_run, &pc), 0);
+}
+
 /* ask has client ch run cmd and returns its result. */
 static int64_t ask(struct child *ch, int64_t cmd, int64_t arg)
 {
@@ -285,7 +293,6 @@ static void warm_lease(bool cuda, bool keep)
 	const char *create = cuda ? "cuMemCreate" : "hipMemCreate";
 	const char *export =
 	    cuda ? "cuMemExportToShareableHandle" : "hipMemExportToShareableHandle";
-	struct pool_client pc = {.cuda = cuda};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch;
@@ -294,8 +301,7 @@ static void warm_lease(bool cuda, bool keep)
 
 	start(&d, cuda, keep ? NULL : no_keep);
 	fds = harness_fd_count_settled(d.pid);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, cuda, &ch);
 	assert_int_equal(ask(&ch, CMD_LEASE, 64 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_FILL, 0x5a), 0);
 	exports = calls(&d, cuda, export);
@@ -369,7 +375,6 @@ static void test_cuda_warm_lease_exported_again(void **state)
 static void test_dmabuf_grant_for_a_dead_client(void **state)
 {
 	static const char *const dmabuf[] = {"--sharing", "dmabuf", NULL};
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch;
@@ -380,12 +385,14 @@ static void test_dmabuf_grant_for_a_dead_client(void **state)
 	(void)state;
 	setenv("FAKEHIP_VERSION", "60100000", 1);
 	setenv("FAKEHIP_DMABUF", "1", 1);
-	setenv("FAKEHIP_SLOW", "hipMalloc=400", 1);
+	/* Long enough for this process to see the call begin and kill the client even on a busy
+	 * machine; were it too short, the client would get its grant first and the case would
+	 * test a reclaim at disconnect instead (which it passes too). */
+	setenv("FAKEHIP_SLOW", "hipMalloc=800", 1);
 	start(&d, false, dmabuf);
 	fds = harness_fd_count_settled(d.pid);
 	mallocs = calls(&d, false, "hipMalloc");
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	assert_true(pipe_put(ch.to_child, CMD_LEASE));
 	assert_true(pipe_put(ch.to_child, 16 * MiB));
 	/* The stand-in counts the call before it sleeps in it: the client dies meanwhile. */
@@ -410,7 +417,6 @@ static void test_dmabuf_grant_for_a_dead_client(void **state)
 /* Another client never gets pooled memory: its previous holder may still map it. */
 static void test_pool_is_per_client(void **state)
 {
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child a, b;
@@ -418,9 +424,8 @@ static void test_pool_is_per_client(void **state)
 
 	(void)state;
 	start(&d, false, NULL);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&a, pool_client_run, &pc), 0);
-	assert_int_equal(child_start(&b, pool_client_run, &pc), 0);
+	client_on(&d, false, &a);
+	client_on(&d, false, &b);
 	assert_int_equal(ask(&a, CMD_LEASE, 16 * MiB), 0);
 	assert_int_equal(ask(&a, CMD_FILL, 0xa5), 0);
 	assert_int_equal(ask(&a, CMD_RELEASE, 0), 0);
@@ -443,15 +448,13 @@ static void test_pool_is_per_client(void **state)
 /* A trim returns the pool first, counted in what it released; the runtime has it back. */
 static void test_trim_empties_the_pool(void **state)
 {
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch;
 
 	(void)state;
 	start(&d, false, NULL);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	assert_int_equal(ask(&ch, CMD_LEASE, 96 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
 	wait_pool(&d, 96 * MiB, &p);
@@ -468,16 +471,14 @@ static void test_trim_empties_the_pool(void **state)
  * released first, in the same job (the device has exactly the budget: no room otherwise). */
 static void test_grant_takes_the_pool_back(void **state)
 {
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child a, b;
 
 	(void)state;
 	start(&d, false, NULL);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&a, pool_client_run, &pc), 0);
-	assert_int_equal(child_start(&b, pool_client_run, &pc), 0);
+	client_on(&d, false, &a);
+	client_on(&d, false, &b);
 	assert_int_equal(ask(&a, CMD_LEASE, 256 * MiB), 0);
 	assert_int_equal(ask(&a, CMD_RELEASE, 0), 0);
 	wait_pool(&d, 256 * MiB, &p);
@@ -494,7 +495,6 @@ static void test_grant_takes_the_pool_back(void **state)
  * stays in the pool or the books, and the next lease is allocated as usual. */
 static void test_failed_export_frees(void **state)
 {
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch;
@@ -506,8 +506,7 @@ static void test_failed_export_frees(void **state)
 
 	setenv("FAKEHIP_FAIL", "hipMemExportToShareableHandle=3", 1);
 	start(&d, false, no_keep);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	assert_int_equal(ask(&ch, CMD_LEASE, 16 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
 	assert_true(harness_log_wait(&d, "could not be pooled", HARNESS_WAIT_MS));
@@ -542,7 +541,6 @@ static int outsider(void *arg, int in, int out)
 /* The runtime short of memory (under a tenth free) takes the pool back at the next sample. */
 static void test_runtime_short_takes_the_pool_back(void **state)
 {
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch, other;
@@ -550,8 +548,7 @@ static void test_runtime_short_takes_the_pool_back(void **state)
 
 	(void)state;
 	start(&d, false, NULL);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	assert_int_equal(ask(&ch, CMD_LEASE, 256 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
 	pool_view(&d, &p);
@@ -572,7 +569,6 @@ static void test_reload_lowers_the_limit(void **state)
 {
 	char path[128], args_path[160];
 	const char *args[] = {"--config", args_path, NULL};
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch;
@@ -588,8 +584,7 @@ static void test_reload_lowers_the_limit(void **state)
 	start(&d, false, args);
 	pool_view(&d, &p);
 	assert_int_equal(p.limit, 64 * MiB);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	/* Too large for the pool: freed as before. */
 	assert_int_equal(ask(&ch, CMD_LEASE, 128 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
@@ -616,7 +611,6 @@ static void test_idle_and_off(void **state)
 {
 	static const char *const idle[] = {"--gpu-pool-idle", "0", NULL};
 	static const char *const off[] = {"--gpu-pool", "off", NULL};
-	struct pool_client pc = {0};
 	struct daemon_proc d;
 	struct pool_view p;
 	struct child ch;
@@ -624,8 +618,7 @@ static void test_idle_and_off(void **state)
 
 	(void)state;
 	start(&d, false, idle);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	assert_int_equal(ask(&ch, CMD_LEASE, 8 * MiB), 0);
 	assert_int_equal(ask(&ch, CMD_RELEASE, 0), 0);
 	wait_pool(&d, 0, &p); /* released at the next sample */
@@ -634,8 +627,7 @@ static void test_idle_and_off(void **state)
 	assert_int_equal(harness_daemon_stop(&d), 0);
 
 	start(&d, false, off);
-	pc.socket = d.sock;
-	assert_int_equal(child_start(&ch, pool_client_run, &pc), 0);
+	client_on(&d, false, &ch);
 	pool_view(&d, &p);
 	assert_int_equal(p.limit, 0);
 	assert_int_equal(ask(&ch, CMD_LEASE, 8 * MiB), 0);

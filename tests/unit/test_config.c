@@ -217,6 +217,9 @@ static void test_bad_files(void **state)
 	expect_error("[devices]\ngpu_pool_idle = 86401\n", 2, "from 0 to 86400");
 	expect_error("[devices]\ngpu_pool_fds = many\n", 2, "[devices] gpu_pool_fds = many");
 	expect_error("[devices]\ngpu_pool_fds = -1\n", 2, "[devices] gpu_pool_fds = -1");
+	expect_error("[devices]\ngpu_pool_fds = 16777217\n", 2,
+		     "[devices] gpu_pool_fds = 16777217");
+	expect_error("[devices]\ngpu_pool_fds = 12x\n", 2, "[devices] gpu_pool_fds = 12x");
 	expect_error("[limits]\nclients = 0\n", 2, "[limits] clients = 0: a whole number");
 	expect_error("[limits]\npending = -3\n", 2, "[limits] pending = -3");
 	expect_error("[limits]\nleases = 99999999999\n", 2, "from 1 to");
