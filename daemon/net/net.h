@@ -30,6 +30,7 @@
 
 struct bus;
 struct client;
+struct daemon_lane;
 
 #define FEED_MIN_INTERVAL_MS 10u
 #define FEED_MAX_INTERVAL_MS 60000u
@@ -148,6 +149,9 @@ struct client {
 	struct peer peer;  /* its pidfd (its identity is the holder's) */
 	bool in_handshake; /* has not said hello yet (handshake.h) */
 	TAILQ_ENTRY(client) handshake_link;
+	struct daemon_lane *lane; /* its request lane (lane_io.h), if it took one at hello */
+	uint64_t rx_packets;	  /* packets received on the socket */
+	uint64_t tx_packets;	  /* packets sent or queued on the socket */
 };
 
 TAILQ_HEAD(client_list, client);

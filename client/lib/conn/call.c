@@ -151,8 +151,10 @@ int conn_call_opts(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, const s
 	for (;;) {
 		msg->has_id = true;
 		msg->id = conn_next_id(c);
-		err = conn_send_gen(c, msg, &gen);
-		if (err == 0)
+		err = conn_lane_call(c, msg, reply_ms, &gen, &m);
+		if (err == LANE_CALL_SKIP && (err = conn_send_gen(c, msg, &gen)) == 0)
+			err = LANE_CALL_SOCKET;
+		if (err == LANE_CALL_SOCKET)
 			err = conn_wait_gen(c, msg->id, gen, reply_ms, &m);
 		if (err != CONN_LOST)
 			break;

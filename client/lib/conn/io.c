@@ -64,6 +64,13 @@ static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t sm
 	return (ssize_t)need;
 }
 
+static bool take_abandoned(rocmmem_client *c, uint64_t id);
+
+void conn_unabandon(rocmmem_client *c, uint64_t id)
+{
+	take_abandoned(c, id);
+}
+
 static bool take_abandoned(rocmmem_client *c, uint64_t id)
 {
 	for (struct abandoned **p = &c->abandoned; *p; p = &(*p)->next) {
@@ -113,16 +120,18 @@ static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 		msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
 		msg.lease_release = &rel;
 		len = pack(&msg, small, sizeof(small), &buf);
-		if (len > 0 && send_packed(c->fd, buf, (size_t)len) == 0)
+		if (len > 0 && send_packed(c->fd, buf, (size_t)len) == 0) {
+			atomic_fetch_add(&c->sock_tx, 1);
 			conn_abandon(c, msg.id);
+		}
 		if (len > 0 && buf != small)
 			free(buf);
 	}
 	inmsg_free(m);
 }
 
-/* file_message sorts a received message: replies to their requesters, events to the queues. */
-static void file_message(rocmmem_client *c, struct inmsg *m)
+/* conn_file sorts a received message: replies to their requesters, events to the queues. */
+void conn_file(rocmmem_client *c, struct inmsg *m)
 {
 	Rocmmem__Wire__Reply *r = conn_reply(m);
 
@@ -267,7 +276,8 @@ static void last_words(rocmmem_client *c, uint64_t gen)
 		c->reading = false;
 		if (rc <= 0)
 			break;
-		file_message(c, m);
+		c->sock_rx++;
+		conn_file(c, m);
 	}
 	pthread_cond_broadcast(&c->cond);
 }
@@ -284,9 +294,10 @@ bool conn_pump(rocmmem_client *c, int64_t timeout_ms)
 	rc = receive_one(c, timeout_ms, &m, why, sizeof(why));
 	pthread_mutex_lock(&c->lock);
 	c->reading = false;
-	if (rc > 0)
-		file_message(c, m);
-	else if (rc < 0)
+	if (rc > 0) {
+		c->sock_rx++;
+		conn_file(c, m);
+	} else if (rc < 0)
 		c->hooks->lost(c, gen, rc, why);
 	pthread_cond_broadcast(&c->cond);
 	return rc != 0;
@@ -312,6 +323,8 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
 	c->sending++;
 	pthread_mutex_unlock(&c->lock);
 	err = send_packed(fd, buf, (size_t)len);
+	if (err == 0)
+		atomic_fetch_add(&c->sock_tx, 1);
 	pthread_mutex_lock(&c->lock);
 	c->sending--;
 	if (err == -ECONNRESET) {
