@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_lane.c: the request lane (common/lane.h) through a real daemon: requests answered in the
+ * shared page, the socket's order kept both ways, a request that waits, the lane refused or
+ * turned off, a restart; and over a raw connection what librocmmem never does: a page that
+ * cannot be resized, oversized and garbage requests, a doorbell rung for nothing, a false
+ * count of packets sent, a client that dies with a request in the lane.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "lane.h"
+#include "wire.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static struct daemon_proc daemon_;
+
+static int setup(void **state)
+{
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
+
+	(void)state;
+	return harness_daemon_start(&daemon_, args);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
+}
+
+/* after_each checks that every test leaves the daemon with nothing leased, and alive. */
+static int after_each(void **state)
+{
+	(void)state;
+	if (!harness_daemon_alive(&daemon_))
+		return -1;
+	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
+}
+
+/* lane_requests reads rocmmemd_lane_requests_total through a connection of its own. */
+static uint64_t lane_requests(void)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "test_lane-metrics");
+	unsigned long long v = 0;
+	char *text = NULL;
+	const char *at;
+
+	assert_non_null(c);
+	assert_int_equal(rocmmem_metrics(c, &text), 0);
+	at = strstr(text, "\nrocmmemd_lane_requests_total ");
+	assert_non_null(at);
+	assert_int_equal(sscanf(at, "\nrocmmemd_lane_requests_total %llu", &v), 1);
+	free(text);
+	rocmmem_disconnect(c);
+	return v;
+}
+
+static rocmmem_lease *acquire(rocmmem_client *c, uint64_t size, int64_t timeout_ms)
+{
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = size, .timeout_ms = timeout_ms};
+	rocmmem_lease *l = NULL;
+	int err = rocmmem_lease_acquire(c, &req, &l);
+
+	if (err)
+		fail_msg("acquire %" PRIu64 ": %s (%s)", size, rocmmem_strerror(err),
+			 rocmmem_last_error());
+	return l;
+}
+
+/* cycles leases and releases n times on c, writing and checking each lease's first bytes. */
+static void cycles(rocmmem_client *c, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		rocmmem_lease *l = acquire(c, 2 * MiB, 0);
+		volatile uint32_t *p = rocmmem_lease_ptr(l);
+
+		assert_non_null(p);
+		p[0] = i;
+		p[(2 * MiB) / sizeof(uint32_t) - 1] = ~i;
+		assert_int_equal(p[0], i);
+		assert_int_equal(p[(2 * MiB) / sizeof(uint32_t) - 1], ~i);
+		assert_int_equal(rocmmem_lease_release(l), 0);
+	}
+}
+
+/* Requests go through the lane: the daemon counts them, and the memory is the lease's. */
+static void test_requests_go_through_the_lane(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "test_lane");
+	uint64_t before, after;
+
+	(void)state;
+	assert_non_null(c);
+	before = lane_requests();
+	cycles(c, 100);
+	after = lane_requests();
+	/* Every acquire and release but the first grant (it carries the arena's fd: socket). */
+	assert_true(after - before >= 2 * 100 - 1);
+	rocmmem_disconnect(c);
+}
+
+/* ROCMMEM_LANE=0: hello offers no lane and every request goes on the socket. */
+static void test_lane_turned_off(void **state)
+{
+	rocmmem_client *c;
+	uint64_t before, after;
+
+	(void)state;
+	setenv("ROCMMEM_LANE", "0", 1);
+	c = harness_connect(&daemon_, "test_lane-off");
+	unsetenv("ROCMMEM_LANE");
+	assert_non_null(c);
+	before = lane_requests();
+	cycles(c, 50);
+	after = lane_requests();
+	/* Only the metrics connections' own requests may have used a lane. */
+	assert_true(after - before <= 2);
+	rocmmem_disconnect(c);
+}
+
+/*
+ * A reply in the lane never overtakes what the daemon sent on the socket before it. An
+ * operator evicts a model of the client's that it does not unload: at the deadline (1 s here)
+ * the daemon revokes it and the lease counted towards it, telling the client on its socket.
+ * The client's next request goes through the lane; once it returns, the lease is known
+ * revoked, though nothing read the socket in between.
+ */
+static void test_reply_after_earlier_event(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "test_lane-order");
+	rocmmem_client *op = harness_connect(&daemon_, "test_lane-operator");
+	struct rocmmem_model_desc desc = ROCMMEM_MODEL_DESC_INIT;
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
+	struct rocmmem_evict_result res = ROCMMEM_EVICT_RESULT_INIT;
+	rocmmem_lease *l = NULL, *other;
+	uint64_t model;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(op);
+	cycles(c, 2); /* the arena is there: what follows goes through the lane */
+	other = acquire(c, 2 * MiB, 0);
+	desc.name = "test_lane-model";
+	desc.size = 4 * MiB;
+	assert_int_equal(rocmmem_model_register(c, &desc, &model), 0);
+	assert_int_equal(rocmmem_model_acquire(c, model, 0), 0);
+	req.model_id = model;
+	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), 0);
+	assert_int_equal(rocmmem_model_release(c, model), 0);
+	assert_int_equal(rocmmem_lease_revoked(l), 0);
+	/* Nobody dispatches c's events: the evict request goes unanswered, and is revoked. */
+	assert_int_equal(rocmmem_model_evict(op, model, &res), 0);
+	assert_true(res.revoked);
+	assert_int_equal(rocmmem_lease_revoked(l), 0); /* in c's socket, not read yet */
+	assert_int_equal(rocmmem_lease_release(other), 0);
+	assert_int_equal(rocmmem_lease_revoked(l), 1);
+	rocmmem_lease_release(l);
+	rocmmem_model_unregister(c, model);
+	rocmmem_disconnect(op);
+	rocmmem_disconnect(c);
+}
+
+/* wait_for_waiter polls the books until a request waits on device 0. */
+static void wait_for_waiter(void)
+{
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
+	struct harness_totals t = {0};
+
+	while (harness_now_ms() < end) {
+		if (harness_totals(&daemon_, &t) == 0 && t.waiters > 0)
+			return;
+		usleep(2000);
+	}
+	fail_msg("no request came to wait");
+}
+
+/*
+ * A request that must wait (the budget is held) is answered on the socket once it is granted;
+ * the lane tells the client so at once, and frees itself for the next request.
+ */
+static void test_waiting_request_answered_on_socket(void **state)
+{
+	rocmmem_client *holder = harness_connect(&daemon_, "test_lane-holder");
+	rocmmem_lease *big;
+	pid_t child;
+	int status;
+
+	(void)state;
+	assert_non_null(holder);
+	big = acquire(holder, 48 * MiB, 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		rocmmem_client *c = harness_connect(&daemon_, "test_lane-waiter");
+		struct rocmmem_lease_request req = {
+		    .struct_size = sizeof(req), .size = 32 * MiB, .timeout_ms = HARNESS_WAIT_MS};
+		rocmmem_lease *l = NULL;
+		volatile uint8_t *p;
+		int ok;
+
+		if (!c)
+			_exit(2);
+		cycles(c, 1); /* its arena first: the waiting acquire then goes through the lane */
+		if (rocmmem_lease_acquire(c, &req, &l) != 0)
+			_exit(3);
+		p = rocmmem_lease_ptr(l);
+		p[0] = 7;
+		ok = p[0] == 7;
+		/* And the lane is free again: the next request goes through it as before. */
+		cycles(c, 3);
+		rocmmem_lease_release(l);
+		rocmmem_disconnect(c);
+		_exit(ok ? 0 : 4);
+	}
+	wait_for_waiter();
+	assert_int_equal(rocmmem_lease_release(big), 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	rocmmem_disconnect(holder);
+}
+
+/* ---- over a raw connection ---------------------------------------------------------------- */
+
+struct raw_lane {
+	int sock;
+	int memfd;
+	int doorbell;
+	struct lane_page *page;
+	uint32_t seq;
+};
+
+/* raw_lane_open says hello offering a lane and maps what the reply brings. */
+static void raw_lane_open(struct raw_lane *r)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
+	Rocmmem__Wire__ServerMessage *reply;
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->sock = harness_raw_connect(&daemon_);
+	assert_true(r->sock >= 0);
+	hello.has_protocol_version = true;
+	hello.protocol_version = 1;
+	hello.client_name = (char *)"test_lane-raw";
+	hello.has_features = true;
+	hello.features = ROCMMEM__WIRE__FEATURE__FEATURE_LANE;
+	msg.has_id = true;
+	msg.id = 1;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
+	msg.hello = &hello;
+	assert_int_equal(harness_raw_send(r->sock, &msg, NULL, 0), 0);
+	reply = harness_raw_recv(r->sock, HARNESS_WAIT_MS, NULL, fds, &nfds);
+	assert_non_null(reply);
+	assert_int_equal(reply->kind_case, ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY);
+	assert_int_equal(reply->reply->error, 0);
+	assert_true(reply->reply->hello->features & ROCMMEM__WIRE__FEATURE__FEATURE_LANE);
+	rocmmem__wire__server_message__free_unpacked(reply, NULL);
+	assert_int_equal(nfds, 2);
+	r->memfd = fds[0];
+	r->doorbell = fds[1];
+	r->page = lane_map(r->memfd);
+	assert_non_null(r->page);
+}
+
+static void raw_lane_close(struct raw_lane *r)
+{
+	lane_unmap(r->page);
+	close(r->memfd);
+	close(r->doorbell);
+	close(r->sock);
+}
+
+/* raw_ring writes len bytes as the request (claiming sock_sent packets before it) and rings. */
+static void raw_ring(struct raw_lane *r, const void *buf, uint32_t len, uint64_t id,
+		     uint64_t sock_sent)
+{
+	uint64_t one = 1;
+
+	memcpy(r->page->req_data, buf, len < LANE_SLOT ? len : LANE_SLOT);
+	r->page->req.len = len;
+	r->page->req.id = id;
+	r->page->req.sock_sent = sock_sent;
+	atomic_store(&r->page->req.seq, ++r->seq);
+	assert_int_equal(write(r->doorbell, &one, sizeof(one)), (ssize_t)sizeof(one));
+}
+
+/* raw_answer waits for the daemon's answer to the latest request: its kind, or 0 if none. */
+static unsigned raw_answer(struct raw_lane *r, long timeout_ms)
+{
+	long end = harness_now_ms() + timeout_ms;
+
+	while (atomic_load(&r->page->rep.seq) != r->seq) {
+		long left = end - harness_now_ms();
+
+		if (left <= 0)
+			return 0;
+		lane_futex_wait(&r->page->rep.seq, atomic_load(&r->page->rep.seq),
+				left > 100 ? 100 : left);
+	}
+	return r->page->rep.kind;
+}
+
+/* raw_acquire_bytes packs a lease request of size bytes (no wait). */
+static size_t raw_acquire_bytes(uint8_t *buf, uint64_t id, uint64_t size)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
+
+	acq.has_size = true;
+	acq.size = size;
+	acq.has_timeout_ms = true;
+	acq.timeout_ms = 0;
+	msg.has_id = true;
+	msg.id = id;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
+	msg.lease_acquire = &acq;
+	assert_true(protobuf_c_message_get_packed_size(&msg.base) <= LANE_SLOT);
+	return protobuf_c_message_pack(&msg.base, buf);
+}
+
+/* raw_closed says whether the daemon closed the raw connection within timeout_ms. */
+static bool raw_closed(int sock, int timeout_ms)
+{
+	bool eof = false;
+	long end = harness_now_ms() + timeout_ms;
+
+	while (!eof && harness_now_ms() < end) {
+		Rocmmem__Wire__ServerMessage *m = harness_raw_recv(sock, 100, &eof, NULL, NULL);
+
+		if (m)
+			rocmmem__wire__server_message__free_unpacked(m, NULL);
+	}
+	return eof;
+}
+
+/* The page is sealed at one page: the client cannot resize what the daemon has mapped. */
+static void test_page_is_sealed(void **state)
+{
+	struct raw_lane r;
+
+	(void)state;
+	raw_lane_open(&r);
+	assert_int_equal(ftruncate(r.memfd, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(r.memfd, 2 * LANE_PAGE), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fcntl(r.memfd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	raw_lane_close(&r);
+}
+
+/* A raw client's request is answered in the page, a Reply to its id with the lease. */
+static void test_raw_request_answered_in_page(void **state)
+{
+	struct raw_lane r;
+	uint8_t buf[LANE_SLOT];
+	Rocmmem__Wire__ServerMessage *m;
+
+	(void)state;
+	raw_lane_open(&r);
+	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 5, 2 * MiB), 5, 1);
+	/* No arena was offered: the grant carries a memfd, so it comes on the socket. */
+	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_ON_SOCKET);
+	m = harness_raw_recv(r.sock, HARNESS_WAIT_MS, NULL, NULL, NULL);
+	assert_non_null(m);
+	assert_int_equal(m->reply->id, 5);
+	assert_int_equal(m->reply->error, 0);
+	assert_int_equal(m->reply->body_case, ROCMMEM__WIRE__REPLY__BODY_LEASE);
+	rocmmem__wire__server_message__free_unpacked(m, NULL);
+	/* A request the daemon refuses at once (size 0) is answered in the page. */
+	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 6, 0), 6, 1);
+	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_REPLY);
+	m = rocmmem__wire__server_message__unpack(NULL, r.page->rep.len, r.page->rep_data);
+	assert_non_null(m);
+	assert_int_equal(m->kind_case, ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY);
+	assert_int_equal(m->reply->id, 6);
+	assert_true(m->reply->error < 0);
+	/* Everything the daemon sent on the socket before: the hello reply and the grant. */
+	assert_int_equal(r.page->rep.sock_seq, 2);
+	rocmmem__wire__server_message__free_unpacked(m, NULL);
+	raw_lane_close(&r);
+}
+
+/* A request longer than the slot, or bytes that are no message: a protocol error. */
+static void test_oversized_and_garbage_requests(void **state)
+{
+	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x08};
+	struct raw_lane r;
+
+	(void)state;
+	raw_lane_open(&r);
+	raw_ring(&r, garbage, LANE_SLOT + 1, 7, 1);
+	assert_true(raw_closed(r.sock, HARNESS_WAIT_MS));
+	raw_lane_close(&r);
+
+	raw_lane_open(&r);
+	raw_ring(&r, garbage, sizeof(garbage), 7, 1);
+	assert_true(raw_closed(r.sock, HARNESS_WAIT_MS));
+	raw_lane_close(&r);
+
+	raw_lane_open(&r);
+	raw_ring(&r, garbage, 0, 7, 1);
+	assert_true(raw_closed(r.sock, HARNESS_WAIT_MS));
+	raw_lane_close(&r);
+}
+
+/*
+ * A doorbell rung with no new request does nothing; a request claiming packets the socket
+ * never carried is sent back (LANE_RESEND) instead of waiting for them.
+ */
+static void test_idle_rings_and_false_counts(void **state)
+{
+	struct raw_lane r;
+	uint8_t buf[LANE_SLOT];
+	uint64_t one = 1;
+
+	(void)state;
+	raw_lane_open(&r);
+	for (int i = 0; i < 10000; i++)
+		assert_int_equal(write(r.doorbell, &one, sizeof(one)), (ssize_t)sizeof(one));
+	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 8, 0), 8, 1);
+	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_REPLY);
+	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 9, 0), 9, 1000);
+	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_RESEND);
+	/* The connection still serves. */
+	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 10, 0), 10, 1);
+	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_REPLY);
+	raw_lane_close(&r);
+}
+
+/* A client that dies with a lease request in its lane leaves nothing behind. */
+static void test_client_dies_with_request_in_lane(void **state)
+{
+	int before = harness_fd_count_settled(daemon_.pid);
+
+	(void)state;
+	for (int k = 0; k < 20; k++) {
+		pid_t child = fork();
+		int status;
+
+		assert_true(child >= 0);
+		if (child == 0) {
+			struct raw_lane r;
+			uint8_t buf[LANE_SLOT];
+
+			raw_lane_open(&r);
+			raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 11, 2 * MiB), 11, 1);
+			if (k % 2)
+				usleep(200); /* sometimes while the daemon is at it */
+			_exit(0);
+		}
+		assert_int_equal(waitpid(child, &status, 0), child);
+	}
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
+	assert_int_equal(harness_fd_count_settled(daemon_.pid), before);
+}
+
+/*
+ * After a restart of the daemon (killed: no goodbye) the library reconnects, re-declares the
+ * lease it holds, and the new connection has a lane of its own.
+ */
+static void test_lane_after_restart(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "test_lane-restart");
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
+	rocmmem_lease *keep;
+	volatile uint8_t *p;
+	uint64_t before;
+
+	(void)state;
+	assert_non_null(c);
+	cycles(c, 3);
+	keep = acquire(c, 2 * MiB, 0); /* something to come back for */
+	p = rocmmem_lease_ptr(keep);
+	p[100] = 42;
+	kill(daemon_.pid, SIGKILL);
+	assert_int_equal(waitpid(daemon_.pid, NULL, 0), daemon_.pid);
+	daemon_.pid = 0;
+	assert_int_equal(harness_daemon_restart(&daemon_, args), 0);
+	before = lane_requests();
+	/* The first call finds the daemon gone, reconnects, and goes on. */
+	cycles(c, 20);
+	assert_true(lane_requests() - before >= 2 * 20 - 1);
+	assert_int_equal(p[100], 42);
+	assert_int_equal(rocmmem_lease_revoked(keep), 0);
+	assert_int_equal(rocmmem_lease_release(keep), 0);
+	rocmmem_disconnect(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_requests_go_through_the_lane, after_each),
+	    cmocka_unit_test_teardown(test_lane_turned_off, after_each),
+	    cmocka_unit_test_teardown(test_reply_after_earlier_event, after_each),
+	    cmocka_unit_test_teardown(test_waiting_request_answered_on_socket, after_each),
+	    cmocka_unit_test_teardown(test_page_is_sealed, after_each),
+	    cmocka_unit_test_teardown(test_raw_request_answered_in_page, after_each),
+	    cmocka_unit_test_teardown(test_oversized_and_garbage_requests, after_each),
+	    cmocka_unit_test_teardown(test_idle_rings_and_false_counts, after_each),
+	    cmocka_unit_test_teardown(test_client_dies_with_request_in_lane, after_each),
+	    cmocka_unit_test_teardown(test_lane_after_restart, after_each),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
