@@ -236,6 +236,34 @@ static void test_waiting_request_answered_on_socket(void **state)
 	rocmmem_disconnect(holder);
 }
 
+/*
+ * A request given up on in the lane (the daemon stopped past the reply's grace) is answered
+ * when the daemon goes on; the library takes that answer at its next request and gives the
+ * lease granted meanwhile back, so the daemon does not charge it to the client.
+ */
+static void test_abandoned_request_undone(void **state)
+{
+	rocmmem_client *c = harness_connect(&daemon_, "test_lane-abandon");
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
+	rocmmem_lease *l = NULL;
+	int err;
+
+	(void)state;
+	assert_non_null(c);
+	cycles(c, 2);
+	assert_int_equal(kill(daemon_.pid, SIGSTOP), 0);
+	/* No wait asked: the library gives up after its reply grace (10 s). */
+	err = rocmmem_lease_acquire(c, &req, &l);
+	assert_int_equal(kill(daemon_.pid, SIGCONT), 0);
+	assert_int_equal(err, -ETIMEDOUT);
+	assert_null(l);
+	/* The daemon answers it now: granted, and charged until the library undoes it. */
+	assert_true(harness_wait_totals(&daemon_, 2 * MiB, 1, HARNESS_WAIT_MS) >= 0);
+	cycles(c, 3);
+	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
+	rocmmem_disconnect(c);
+}
+
 /* ---- over a raw connection ---------------------------------------------------------------- */
 
 struct raw_lane {
@@ -446,6 +474,60 @@ static void test_idle_rings_and_false_counts(void **state)
 	raw_lane_close(&r);
 }
 
+/*
+ * A lane request never overtakes what the client sent on the socket before it. The client
+ * sends more requests on the socket than the daemon reads in one turn (40 refused at once,
+ * then one for most of the budget), then one through the lane that would fit only if it went
+ * first: the daemon reads the rest of the socket first, so the socket's is granted and the
+ * lane's refused.
+ */
+static void test_request_after_socket_requests(void **state)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
+	Rocmmem__Wire__ServerMessage *m;
+	uint8_t buf[LANE_SLOT];
+	struct raw_lane r;
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds = 0;
+	bool granted = false;
+
+	(void)state;
+	raw_lane_open(&r);
+	acq.has_timeout_ms = true;
+	acq.timeout_ms = 0;
+	acq.has_size = true;
+	msg.has_id = true;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
+	msg.lease_acquire = &acq;
+	for (unsigned i = 0; i <= 40; i++) {
+		acq.size = i < 40 ? 0 : 60 * MiB; /* size 0: refused at once (-EINVAL) */
+		msg.id = 100 + i;
+		assert_int_equal(harness_raw_send(r.sock, &msg, NULL, 0), 0);
+	}
+	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 200, 8 * MiB), 200, 1 + 41);
+	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_REPLY);
+	m = rocmmem__wire__server_message__unpack(NULL, r.page->rep.len, r.page->rep_data);
+	assert_non_null(m);
+	assert_int_equal(m->reply->id, 200);
+	assert_true(m->reply->error < 0);
+	rocmmem__wire__server_message__free_unpacked(m, NULL);
+	/* Every reply on the socket was sent before the lane's answer, and is counted. */
+	assert_int_equal(r.page->rep.sock_seq, 1 + 41);
+	for (unsigned i = 0; i <= 40; i++) {
+		m = harness_raw_recv(r.sock, HARNESS_WAIT_MS, NULL, fds, &nfds);
+		assert_non_null(m);
+		assert_int_equal(m->reply->id, 100 + i);
+		if (m->reply->id == 140)
+			granted = m->reply->error == 0;
+		rocmmem__wire__server_message__free_unpacked(m, NULL);
+		for (unsigned k = 0; k < nfds; k++)
+			close(fds[k]);
+	}
+	assert_true(granted);
+	raw_lane_close(&r); /* the daemon reclaims the lease */
+}
+
 /* A client that dies with a lease request in its lane leaves nothing behind. */
 static void test_client_dies_with_request_in_lane(void **state)
 {
@@ -512,10 +594,12 @@ int main(void)
 	    cmocka_unit_test_teardown(test_lane_turned_off, after_each),
 	    cmocka_unit_test_teardown(test_reply_after_earlier_event, after_each),
 	    cmocka_unit_test_teardown(test_waiting_request_answered_on_socket, after_each),
+	    cmocka_unit_test_teardown(test_abandoned_request_undone, after_each),
 	    cmocka_unit_test_teardown(test_page_is_sealed, after_each),
 	    cmocka_unit_test_teardown(test_raw_request_answered_in_page, after_each),
 	    cmocka_unit_test_teardown(test_oversized_and_garbage_requests, after_each),
 	    cmocka_unit_test_teardown(test_idle_rings_and_false_counts, after_each),
+	    cmocka_unit_test_teardown(test_request_after_socket_requests, after_each),
 	    cmocka_unit_test_teardown(test_client_dies_with_request_in_lane, after_each),
 	    cmocka_unit_test_teardown(test_lane_after_restart, after_each),
 	};
