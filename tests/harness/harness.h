@@ -176,6 +176,14 @@ int harness_raw_hello(int fd, uint32_t version, const char *name);
 int harness_raw_hello_features(int fd, uint32_t version, const char *name, bool has_features,
 			       uint32_t features);
 
+/*
+ * harness_raw_hello_fds is harness_raw_hello_features keeping what the reply brings: the
+ * features the daemon took (*taken, may be NULL) and its fds (fds/nfds as harness_raw_recv:
+ * the request lane's memfd and doorbell when FEATURE_LANE was taken).
+ */
+int harness_raw_hello_fds(int fd, uint32_t version, const char *name, bool has_features,
+			  uint32_t features, uint32_t *taken, int *fds, unsigned *nfds);
+
 /* harness_raw_acquire asks for a lease over a raw connection and returns the reply. */
 Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned device,
 						  uint64_t size, int64_t timeout_ms, int *lease_fd);

@@ -277,31 +277,18 @@ struct raw_lane {
 /* raw_lane_open says hello offering a lane and maps what the reply brings. */
 static void raw_lane_open(struct raw_lane *r)
 {
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
-	Rocmmem__Wire__ServerMessage *reply;
 	int fds[WIRE_MAX_FDS];
 	unsigned nfds = 0;
+	uint32_t taken = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->sock = harness_raw_connect(&daemon_);
 	assert_true(r->sock >= 0);
-	hello.has_protocol_version = true;
-	hello.protocol_version = 1;
-	hello.client_name = (char *)"test_lane-raw";
-	hello.has_features = true;
-	hello.features = ROCMMEM__WIRE__FEATURE__FEATURE_LANE;
-	msg.has_id = true;
-	msg.id = 1;
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
-	msg.hello = &hello;
-	assert_int_equal(harness_raw_send(r->sock, &msg, NULL, 0), 0);
-	reply = harness_raw_recv(r->sock, HARNESS_WAIT_MS, NULL, fds, &nfds);
-	assert_non_null(reply);
-	assert_int_equal(reply->kind_case, ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY);
-	assert_int_equal(reply->reply->error, 0);
-	assert_true(reply->reply->hello->features & ROCMMEM__WIRE__FEATURE__FEATURE_LANE);
-	rocmmem__wire__server_message__free_unpacked(reply, NULL);
+	assert_int_equal(harness_raw_hello_fds(r->sock, 1, "test_lane-raw", true,
+					       ROCMMEM__WIRE__FEATURE__FEATURE_LANE, &taken, fds,
+					       &nfds),
+			 0);
+	assert_true(taken & ROCMMEM__WIRE__FEATURE__FEATURE_LANE);
 	assert_int_equal(nfds, 2);
 	r->memfd = fds[0];
 	r->doorbell = fds[1];
