@@ -88,12 +88,15 @@ static void on_lane_closed(uv_handle_t *handle)
 void daemon_lane_close(struct daemon_lane *l)
 {
 	struct lane_page *p = l->page;
+	uint32_t req = atomic_load_explicit(&p->req.seq, memory_order_acquire);
 
-	/* Whatever the client waits for now comes on the socket, which is going: it sees that. */
-	p->rep.kind = LANE_ON_SOCKET;
-	atomic_store_explicit(&p->rep.seq, atomic_load_explicit(&p->req.seq, memory_order_acquire),
-			      memory_order_release);
-	lane_futex_wake(&p->rep.seq);
+	/* A request not answered yet learns its answer is on the socket, which is going: the
+	 * client sees that. One answered already keeps its answer. */
+	if (req != atomic_load_explicit(&p->rep.seq, memory_order_relaxed)) {
+		p->rep.kind = LANE_ON_SOCKET;
+		atomic_store_explicit(&p->rep.seq, req, memory_order_release);
+		lane_futex_wake(&p->rep.seq);
+	}
 	lane_unmap(p);
 	l->page = NULL;
 	uv_poll_stop(&l->poll);

@@ -239,6 +239,9 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	if (m) {
 		file_before(c, sock_seq, *gen, deadline);
 		held_arena_note(c, m);
+		/* As conn_wait_gen: with progress asked for, what came before is told first. */
+		if (c->progress_fn && conn_has_events(c) && !c->delivering)
+			conn_deliver(c);
 		*out = m;
 	}
 out:
