@@ -472,8 +472,6 @@ static void test_idle_rings_and_false_counts(void **state)
  */
 static void test_request_after_socket_requests(void **state)
 {
-	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
-	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
 	Rocmmem__Wire__ServerMessage *m;
 	uint8_t buf[LANE_SLOT];
 	struct raw_lane r;
@@ -483,16 +481,11 @@ static void test_request_after_socket_requests(void **state)
 
 	(void)state;
 	raw_lane_open(&r);
-	acq.has_timeout_ms = true;
-	acq.timeout_ms = 0;
-	acq.has_size = true;
-	msg.has_id = true;
-	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
-	msg.lease_acquire = &acq;
 	for (unsigned i = 0; i <= 40; i++) {
-		acq.size = i < 40 ? 0 : 60 * MiB; /* size 0: refused at once (-EINVAL) */
-		msg.id = 100 + i;
-		assert_int_equal(harness_raw_send(r.sock, &msg, NULL, 0), 0);
+		/* size 0: refused at once (-EINVAL) */
+		size_t len = raw_acquire_bytes(buf, 100 + i, i < 40 ? 0 : 60 * MiB);
+
+		assert_int_equal(harness_raw_send_bytes(r.sock, buf, len, NULL, 0), 0);
 	}
 	raw_ring(&r, buf, (uint32_t)raw_acquire_bytes(buf, 200, 8 * MiB), 200, 1 + 41);
 	assert_int_equal(raw_answer(&r, HARNESS_WAIT_MS), LANE_REPLY);
