@@ -302,8 +302,11 @@ def figures_roundtrip(d):
                            p["ratio_p50_vs_floor_epoll"],
                            "(no target: what rocmmemd and librocmmem add beyond serving many "
                            "sockets)", "info",
-                           note="the epoll server itself: %.2fx the raw floor"
-                           % p["floor_epoll_ratio_p50"]))
+                           note="the epoll server itself: %.2fx the raw floor%s"
+                           % (p["floor_epoll_ratio_p50"], "; the round trip on the socket alone "
+                              "(ROCMMEM_LANE=0) over it: %.2f" % bench_ratio(
+                                  p["daemon_socket"]["p50"], p["floor_epoll"]["p50"])
+                              if "daemon_socket" in p else "")))
     return out
 
 
@@ -830,7 +833,8 @@ def _roundtrip_gap(rt, prof):
                  "the floor, and rocmmemd on the socket %.2fx that event loop: daemon CPU %.1f "
                  "us per round trip against its %.1f, librocmmem %.1f against the raw client's "
                  "%.1f"
-                 % (p["floor_epoll_ratio_p50"], p[sock]["p50"] / p["floor_epoll"]["p50"],
+                 % (p["floor_epoll_ratio_p50"],
+                    bench_ratio(p[sock]["p50"], p["floor_epoll"]["p50"]) or 0,
                     c.get(sock + "_server", 0), c.get("floor_epoll_server", 0),
                     c.get(sock + "_client", 0), c.get("floor_epoll_client", 0)))
     return text + (". The rest is user space: protobuf, libuv, the books and the state file "
