@@ -400,6 +400,23 @@ static int start_daemons(struct run *r, const char *rocmmemd)
 	return connect_as(&r->daemons[SUBJECT_QUIET], SUBJECT_QUIET, &r->clients[SUBJECT_QUIET]);
 }
 
+/* start_floors forks the floor servers, one per floor subject. 0 or -errno. */
+static int start_floors(struct run *r)
+{
+	int err = 0;
+
+	for (unsigned s = 0; s < SUBJECT_DAEMON && !err; s++) {
+		r->floors[s].kind = s == SUBJECT_FLOOR_NOFD    ? FLOOR_NOFD
+				    : s == SUBJECT_FLOOR_MEM   ? FLOOR_MEMFD
+				    : s == SUBJECT_FLOOR_ARENA ? FLOOR_ARENA
+				    : s == SUBJECT_FLOOR_EPOLL ? FLOOR_EPOLL
+				    : s == SUBJECT_FLOOR_LANE  ? FLOOR_LANE
+							       : FLOOR_PLAIN;
+		err = floor_start(&r->floors[s], &r->sizes);
+	}
+	return err;
+}
+
 /* rounds_run takes the rounds: each placement, every subject in ABBA order. */
 static int rounds_run(struct run *r, struct placement *places, unsigned nplaces, unsigned rounds,
 		      unsigned ops)
@@ -499,16 +516,7 @@ int main(int argc, char **argv)
 		bench_hist_init(&pieces[i]);
 	measure_sizes(&r.sizes);
 	/* The floor servers are forked before anything else runs in this process. */
-	for (unsigned s = 0; s < SUBJECT_DAEMON && !err; s++) {
-		r.floors[s].kind = s == SUBJECT_FLOOR_NOFD    ? FLOOR_NOFD
-				   : s == SUBJECT_FLOOR_MEM   ? FLOOR_MEMFD
-				   : s == SUBJECT_FLOOR_ARENA ? FLOOR_ARENA
-				   : s == SUBJECT_FLOOR_EPOLL ? FLOOR_EPOLL
-				   : s == SUBJECT_FLOOR_LANE  ? FLOOR_LANE
-							      : FLOOR_PLAIN;
-		err = floor_start(&r.floors[s], &r.sizes);
-	}
-	if (err || (err = start_daemons(&r, args.rocmmemd))) {
+	if ((err = start_floors(&r)) || (err = start_daemons(&r, args.rocmmemd))) {
 		fprintf(stderr, "bench_roundtrip: Could not start: %s (%s)\n", strerror(-err),
 			rocmmem_last_error());
 		status = 1;
