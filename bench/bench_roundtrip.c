@@ -43,7 +43,7 @@ enum subject {
 	SUBJECT_FLOOR_EPOLL, /* the first, served by an event loop (epoll_wait, read till empty) */
 	SUBJECT_FLOOR_LANE,  /* two round trips through a shared page, eventfd + futex, no fd */
 	SUBJECT_DAEMON,	     /* rocmmemd, the client's arena, the request lane (the defaults) */
-	SUBJECT_PER_LEASE,   /* rocmmemd, a memfd per lease (ROCMMEM_HOST_ARENA=0) */
+	SUBJECT_PER_LEASE,   /* rocmmemd, a memfd per lease, socket only (before issue 18) */
 	SUBJECT_SOCKET,	     /* rocmmemd, the client's arena, the socket alone (ROCMMEM_LANE=0) */
 	SUBJECT_QUIET,	     /* rocmmemd at --log-level warn, arena (--breakdown); the last */
 	SUBJECTS
@@ -357,7 +357,8 @@ static long fds_for_leases(pid_t daemon, rocmmem_client *c)
 
 /*
  * connect_as connects to d as subject s: host arenas offered but for SUBJECT_PER_LEASE
- * (ROCMMEM_HOST_ARENA=0), the request lane offered but for SUBJECT_SOCKET (ROCMMEM_LANE=0).
+ * (ROCMMEM_HOST_ARENA=0), the request lane offered but for SUBJECT_SOCKET and SUBJECT_PER_LEASE
+ * (ROCMMEM_LANE=0).
  */
 static int connect_as(const struct bench_daemon *d, enum subject s, rocmmem_client **c)
 {
@@ -368,7 +369,8 @@ static int connect_as(const struct bench_daemon *d, enum subject s, rocmmem_clie
 	unsetenv("ROCMMEM_LANE");
 	if (s == SUBJECT_PER_LEASE)
 		setenv("ROCMMEM_HOST_ARENA", "0", 1);
-	if (s == SUBJECT_SOCKET)
+	/* The per-lease client is the design before issue 18: no arena, and no lane either. */
+	if (s == SUBJECT_SOCKET || s == SUBJECT_PER_LEASE)
 		setenv("ROCMMEM_LANE", "0", 1);
 	snprintf(name, sizeof(name), "bench_roundtrip-%s", subject_names[s]);
 	err = rocmmem_connect(d->sock, name, 5000, c);

@@ -623,8 +623,8 @@ def perf_by_dso(data):
 PROFILED = (("", ""), ("socket_", "socket-"), ("per_lease_", "per-lease-"))
 PROFILED_WHAT = {"": "arena client through the request lane (librocmmem's defaults)",
                  "socket_": "arena client on the socket alone (ROCMMEM_LANE=0)",
-                 "per_lease_": "per-lease client (its grants carry a memfd: they come on the "
-                 "socket; its releases are answered in the lane)"}
+                 "per_lease_": "per-lease client on the socket alone (ROCMMEM_HOST_ARENA=0, "
+                 "ROCMMEM_LANE=0: the design before issue 18)"}
 
 
 def profiles(results, profile_dir):
@@ -989,8 +989,8 @@ connection made with ROCMMEM_LANE=0, every request and reply on the socket as be
 Through a memfd per lease (a connection made with ROCMMEM_HOST_ARENA=0: the compatibility path, \
 and every host lease before arenas) the daemon creates, sizes and seals a memfd per lease and \
 punches and closes it at release, and the client maps it 2 MiB aligned and unmaps it: "floor + \
-per-lease memory work" (that connection has the lane too: its grants carry the memfd and come \
-on the socket, its releases are answered in the page). rocmmemd over the matching floor is \
+per-lease memory work" (that connection is made with ROCMMEM_LANE=0 too: the design before \
+issue 18, every request on the socket). rocmmemd over the matching floor is \
 what the daemon and the library add (protobuf, libuv, the books and the state file record, \
 policy, events). The lane, socket and per-lease rows are one daemon, three connections, \
 batches interleaved; the profiles (strace, perf) are of the same three connections."""
