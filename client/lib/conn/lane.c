@@ -203,7 +203,7 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	uint64_t sock_seq;
 	int err;
 
-	if (len > LANE_SLOT || !c->lane)
+	if (len > LANE_SLOT)
 		return LANE_CALL_SKIP;
 	pthread_mutex_lock(&c->lock);
 	l = take_lane(c);
@@ -218,9 +218,11 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	pthread_mutex_lock(&c->lock);
 	if (seq == 0) {
 		err = LANE_CALL_SKIP;
-		c->lane = l == c->lane ? NULL : c->lane; /* a broken doorbell: retire the lane */
-		l->next = c->old_lanes;
-		c->old_lanes = l;
+		if (l == c->lane) { /* a broken doorbell: retire the lane (unless a new one did) */
+			c->lane = NULL;
+			l->next = c->old_lanes;
+			c->old_lanes = l;
+		}
 		goto out;
 	}
 	err = await_answer(c, l, seq, *gen, msg->id, deadline);
