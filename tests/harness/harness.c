@@ -266,6 +266,29 @@ int harness_daemon_halt(struct daemon_proc *d, long timeout_ms)
 	return rc;
 }
 
+struct daemon_proc harness_group;
+const char *const *harness_group_args;
+
+int harness_group_setup(void **state)
+{
+	(void)state;
+	return harness_daemon_start(&harness_group, harness_group_args);
+}
+
+int harness_group_teardown(void **state)
+{
+	(void)state;
+	return harness_daemon_stop(&harness_group) == 0 ? 0 : -1;
+}
+
+int harness_case_idle(void **state)
+{
+	(void)state;
+	if (!harness_daemon_alive(&harness_group))
+		return -1;
+	return harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
+}
+
 int harness_daemon_stop(struct daemon_proc *d)
 {
 	int rc = harness_daemon_halt(d, HARNESS_WAIT_MS);

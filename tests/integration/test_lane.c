@@ -28,35 +28,10 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each checks that every test leaves the daemon with nothing leased, and alive. */
-static int after_each(void **state)
-{
-	(void)state;
-	if (!harness_daemon_alive(&daemon_))
-		return -1;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
-}
-
 /* lane_requests reads rocmmemd_lane_requests_total through a connection of its own. */
 static uint64_t lane_requests(void)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "test_lane-metrics");
+	rocmmem_client *c = harness_connect(&harness_group, "test_lane-metrics");
 	unsigned long long v = 0;
 	char *text = NULL;
 	const char *at;
@@ -103,7 +78,7 @@ static void cycles(rocmmem_client *c, unsigned n)
 /* Requests go through the lane: the daemon counts them, and the memory is the lease's. */
 static void test_requests_go_through_the_lane(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "test_lane");
+	rocmmem_client *c = harness_connect(&harness_group, "test_lane");
 	uint64_t before, after;
 
 	(void)state;
@@ -124,7 +99,7 @@ static void test_lane_turned_off(void **state)
 
 	(void)state;
 	setenv("ROCMMEM_LANE", "0", 1);
-	c = harness_connect(&daemon_, "test_lane-off");
+	c = harness_connect(&harness_group, "test_lane-off");
 	unsetenv("ROCMMEM_LANE");
 	assert_non_null(c);
 	before = lane_requests();
@@ -144,8 +119,8 @@ static void test_lane_turned_off(void **state)
  */
 static void test_reply_after_earlier_event(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "test_lane-order");
-	rocmmem_client *op = harness_connect(&daemon_, "test_lane-operator");
+	rocmmem_client *c = harness_connect(&harness_group, "test_lane-order");
+	rocmmem_client *op = harness_connect(&harness_group, "test_lane-operator");
 	struct rocmmem_model_desc desc = ROCMMEM_MODEL_DESC_INIT;
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
 	struct rocmmem_evict_result res = ROCMMEM_EVICT_RESULT_INIT;
@@ -184,7 +159,7 @@ static void wait_for_waiter(void)
 	struct harness_totals t = {0};
 
 	while (harness_now_ms() < end) {
-		if (harness_totals(&daemon_, &t) == 0 && t.waiters > 0)
+		if (harness_totals(&harness_group, &t) == 0 && t.waiters > 0)
 			return;
 		usleep(2000);
 	}
@@ -197,7 +172,7 @@ static void wait_for_waiter(void)
  */
 static void test_waiting_request_answered_on_socket(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "test_lane-holder");
+	rocmmem_client *holder = harness_connect(&harness_group, "test_lane-holder");
 	rocmmem_lease *big;
 	pid_t child;
 	int status;
@@ -208,7 +183,7 @@ static void test_waiting_request_answered_on_socket(void **state)
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
-		rocmmem_client *c = harness_connect(&daemon_, "test_lane-waiter");
+		rocmmem_client *c = harness_connect(&harness_group, "test_lane-waiter");
 		struct rocmmem_lease_request req = {
 		    .struct_size = sizeof(req), .size = 32 * MiB, .timeout_ms = HARNESS_WAIT_MS};
 		rocmmem_lease *l = NULL;
@@ -244,7 +219,7 @@ static void test_waiting_request_answered_on_socket(void **state)
  */
 static void test_abandoned_request_undone(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "test_lane-abandon");
+	rocmmem_client *c = harness_connect(&harness_group, "test_lane-abandon");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
 	rocmmem_lease *l = NULL;
 	int err;
@@ -252,22 +227,22 @@ static void test_abandoned_request_undone(void **state)
 	(void)state;
 	assert_non_null(c);
 	cycles(c, 2);
-	assert_int_equal(kill(daemon_.pid, SIGSTOP), 0);
+	assert_int_equal(kill(harness_group.pid, SIGSTOP), 0);
 	/* No wait asked: the library gives up after its reply grace (10 s). */
 	err = rocmmem_lease_acquire(c, &req, &l);
-	assert_int_equal(kill(daemon_.pid, SIGCONT), 0);
+	assert_int_equal(kill(harness_group.pid, SIGCONT), 0);
 	assert_int_equal(err, -ETIMEDOUT);
 	assert_null(l);
 	/* The daemon answers it now: granted, and charged until the library undoes it. */
-	assert_true(harness_wait_totals(&daemon_, 2 * MiB, 1, HARNESS_WAIT_MS) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 2 * MiB, 1, HARNESS_WAIT_MS) >= 0);
 	cycles(c, 3);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
 	rocmmem_disconnect(c);
 }
 
 static void test_lane_after_restart(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "test_lane-restart");
+	rocmmem_client *c = harness_connect(&harness_group, "test_lane-restart");
 	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
 	rocmmem_lease *keep;
 	volatile uint8_t *p;
@@ -279,10 +254,10 @@ static void test_lane_after_restart(void **state)
 	keep = acquire(c, 2 * MiB, 0); /* something to come back for */
 	p = rocmmem_lease_ptr(keep);
 	p[100] = 42;
-	kill(daemon_.pid, SIGKILL);
-	assert_int_equal(waitpid(daemon_.pid, NULL, 0), daemon_.pid);
-	daemon_.pid = 0;
-	assert_int_equal(harness_daemon_restart(&daemon_, args), 0);
+	kill(harness_group.pid, SIGKILL);
+	assert_int_equal(waitpid(harness_group.pid, NULL, 0), harness_group.pid);
+	harness_group.pid = 0;
+	assert_int_equal(harness_daemon_restart(&harness_group, args), 0);
 	before = lane_requests();
 	/* The first call finds the daemon gone, reconnects, and goes on. */
 	cycles(c, 20);
@@ -337,7 +312,7 @@ static void *worker_loop(void *arg)
  */
 static void test_threads_share_the_lane(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "test_lane-threads");
+	rocmmem_client *c = harness_connect(&harness_group, "test_lane-threads");
 	struct worker w[THREADS];
 	uint64_t before;
 
@@ -360,14 +335,17 @@ static void test_threads_share_the_lane(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_requests_go_through_the_lane, after_each),
-	    cmocka_unit_test_teardown(test_lane_turned_off, after_each),
-	    cmocka_unit_test_teardown(test_reply_after_earlier_event, after_each),
-	    cmocka_unit_test_teardown(test_waiting_request_answered_on_socket, after_each),
-	    cmocka_unit_test_teardown(test_abandoned_request_undone, after_each),
-	    cmocka_unit_test_teardown(test_lane_after_restart, after_each),
-	    cmocka_unit_test_teardown(test_threads_share_the_lane, after_each),
+	    cmocka_unit_test_teardown(test_requests_go_through_the_lane, harness_case_idle),
+	    cmocka_unit_test_teardown(test_lane_turned_off, harness_case_idle),
+	    cmocka_unit_test_teardown(test_reply_after_earlier_event, harness_case_idle),
+	    cmocka_unit_test_teardown(test_waiting_request_answered_on_socket, harness_case_idle),
+	    cmocka_unit_test_teardown(test_abandoned_request_undone, harness_case_idle),
+	    cmocka_unit_test_teardown(test_lane_after_restart, harness_case_idle),
+	    cmocka_unit_test_teardown(test_threads_share_the_lane, harness_case_idle),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

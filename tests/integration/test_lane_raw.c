@@ -25,31 +25,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each checks that every test leaves the daemon with nothing leased, and alive. */
-static int after_each(void **state)
-{
-	(void)state;
-	if (!harness_daemon_alive(&daemon_))
-		return -1;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
-}
-
 struct raw_lane {
 	int sock;
 	int memfd;
@@ -66,7 +41,7 @@ static void raw_lane_open(struct raw_lane *r)
 	uint32_t taken = 0;
 
 	memset(r, 0, sizeof(*r));
-	r->sock = harness_raw_connect(&daemon_);
+	r->sock = harness_raw_connect(&harness_group);
 	assert_true(r->sock >= 0);
 	assert_int_equal(harness_raw_hello_fds(r->sock, 1, "test_lane-raw", true,
 					       ROCMMEM__WIRE__FEATURE__FEATURE_LANE, &taken, fds,
@@ -297,7 +272,7 @@ static void test_request_after_socket_requests(void **state)
 /* A client that dies with a lease request in its lane leaves nothing behind. */
 static void test_client_dies_with_request_in_lane(void **state)
 {
-	int before = harness_fd_count_settled(daemon_.pid);
+	int before = harness_fd_count_settled(harness_group.pid);
 
 	(void)state;
 	for (int k = 0; k < 20; k++) {
@@ -317,8 +292,8 @@ static void test_client_dies_with_request_in_lane(void **state)
 		}
 		assert_int_equal(waitpid(child, &status, 0), child);
 	}
-	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
-	assert_int_equal(harness_fd_count_settled(daemon_.pid), before);
+	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
+	assert_int_equal(harness_fd_count_settled(harness_group.pid), before);
 }
 
 /*
@@ -328,13 +303,16 @@ static void test_client_dies_with_request_in_lane(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_page_is_sealed, after_each),
-	    cmocka_unit_test_teardown(test_raw_request_answered_in_page, after_each),
-	    cmocka_unit_test_teardown(test_oversized_and_garbage_requests, after_each),
-	    cmocka_unit_test_teardown(test_idle_rings_and_false_counts, after_each),
-	    cmocka_unit_test_teardown(test_request_after_socket_requests, after_each),
-	    cmocka_unit_test_teardown(test_client_dies_with_request_in_lane, after_each),
+	    cmocka_unit_test_teardown(test_page_is_sealed, harness_case_idle),
+	    cmocka_unit_test_teardown(test_raw_request_answered_in_page, harness_case_idle),
+	    cmocka_unit_test_teardown(test_oversized_and_garbage_requests, harness_case_idle),
+	    cmocka_unit_test_teardown(test_idle_rings_and_false_counts, harness_case_idle),
+	    cmocka_unit_test_teardown(test_request_after_socket_requests, harness_case_idle),
+	    cmocka_unit_test_teardown(test_client_dies_with_request_in_lane, harness_case_idle),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }
