@@ -94,9 +94,11 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, unsigned *nfds, int
 	int err;
 
 	*nfds = 0;
+	/* A blocking receive interrupted by a signal returns: its caller may have a deadline, and
+	 * the socket's timeout (SO_RCVTIMEO) would start again from the beginning. */
 	do {
 		n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
+	} while (n < 0 && errno == EINTR && (flags & MSG_DONTWAIT));
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	err = collect_fds(&msg, fds, nfds);

@@ -28,7 +28,8 @@ int wire_send(int sock, const void *buf, size_t len, const int *fds, unsigned nf
  * (the two read alike: the daemon tells them apart by polling for RDHUP); -EMSGSIZE when the
  * packet was larger than cap and -EBADMSG when its ancillary data was truncated or not
  * SCM_RIGHTS (in both cases every fd that came with it is already closed and *nfds is 0);
- * -EAGAIN; or another negative errno.
+ * -EAGAIN; -EINTR when a blocking receive (flags without MSG_DONTWAIT) was interrupted by a
+ * signal; or another negative errno.
  */
 ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, unsigned *nfds, int flags);
 

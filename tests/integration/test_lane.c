@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/time.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -268,6 +269,51 @@ static void test_lane_after_restart(void **state)
 	rocmmem_disconnect(c);
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A process signalled often (a timer every 20 ms, no SA_RESTART) still gets its answer or its
+ * timeout on time: an interrupted wait goes on for what is left, not from the beginning. On
+ * the socket (ROCMMEM_LANE=0), with the daemon stopped: the call gives up at its reply wait
+ * (10 s) instead of never.
+ */
+static void test_signals_do_not_stretch_a_wait(void **state)
+{
+	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
+	struct itimerval every = {.it_interval = {.tv_usec = 20000},
+				  .it_value = {.tv_usec = 20000}};
+	struct itimerval off = {0};
+	struct sigaction sa = {.sa_handler = on_alarm}, old;
+	rocmmem_client *c;
+	rocmmem_lease *l = NULL;
+	long start, took;
+	int err;
+
+	(void)state;
+	setenv("ROCMMEM_LANE", "0", 1);
+	c = harness_connect(&harness_group, "test_lane-signals");
+	unsetenv("ROCMMEM_LANE");
+	assert_non_null(c);
+	cycles(c, 1);
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+	assert_int_equal(kill(harness_group.pid, SIGSTOP), 0);
+	assert_int_equal(setitimer(ITIMER_REAL, &every, NULL), 0);
+	start = harness_now_ms();
+	err = rocmmem_lease_acquire(c, &req, &l);
+	took = harness_now_ms() - start;
+	setitimer(ITIMER_REAL, &off, NULL);
+	kill(harness_group.pid, SIGCONT);
+	sigaction(SIGALRM, &old, NULL);
+	assert_int_equal(err, -ETIMEDOUT);
+	/* The reply wait is 10 s; woken 50 times a second, it must not be more than doubled. */
+	assert_true(took < 20000);
+	rocmmem_disconnect(c); /* the late grant goes with the connection */
+}
+
 #define THREADS 4
 #define THREAD_CYCLES 300
 
@@ -342,6 +388,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_abandoned_request_undone, harness_case_idle),
 	    cmocka_unit_test_teardown(test_lane_after_restart, harness_case_idle),
 	    cmocka_unit_test_teardown(test_threads_share_the_lane, harness_case_idle),
+	    cmocka_unit_test_teardown(test_signals_do_not_stretch_a_wait, harness_case_idle),
 	};
 
 	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};

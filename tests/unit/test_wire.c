@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -111,6 +113,35 @@ static void assert_pipe_orphaned(int read_end)
 	char c;
 
 	assert_int_equal(read(read_end, &c, 1), 0);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A blocking receive interrupted by a signal returns -EINTR (its caller has a deadline and the
+ * socket's timeout would restart); a non-blocking one is retried as before.
+ */
+static void test_blocking_receive_interrupted(void **state)
+{
+	struct pair *p = *state;
+	struct sigaction sa = {.sa_handler = on_alarm}, old;
+	struct itimerval t = {.it_value = {.tv_usec = 50000}};
+	char buf[64];
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds = 0;
+
+	sigemptyset(&sa.sa_mask); /* no SA_RESTART: the receive sees EINTR */
+	assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+	assert_int_equal(setitimer(ITIMER_REAL, &t, NULL), 0);
+	assert_int_equal(wire_recv(p->sv[1], buf, sizeof(buf), fds, &nfds, 0), -EINTR);
+	assert_int_equal(nfds, 0);
+	assert_int_equal(sigaction(SIGALRM, &old, NULL), 0);
+	/* What comes after is received as ever. */
+	assert_int_equal(wire_send(p->sv[0], "x", 1, NULL, 0, 0), 0);
+	assert_int_equal(wire_recv(p->sv[1], buf, sizeof(buf), fds, &nfds, 0), 1);
 }
 
 static void test_roundtrip_no_fds(void **state)
@@ -526,6 +557,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_roundtrip_no_fds, pair_setup, pair_teardown),
+	    cmocka_unit_test_setup_teardown(test_blocking_receive_interrupted, pair_setup,
+					    pair_teardown),
 	    cmocka_unit_test_setup_teardown(test_roundtrip_one_fd, pair_setup, pair_teardown),
 	    cmocka_unit_test_setup_teardown(test_roundtrip_three_fds, pair_setup, pair_teardown),
 	    cmocka_unit_test_setup_teardown(test_max_fds, pair_setup, pair_teardown),

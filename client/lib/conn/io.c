@@ -220,9 +220,11 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 		int wait = timeout_ms < 0 ? -1 : timeout_ms > 1000000 ? 1000000 : (int)timeout_ms;
 		int rc;
 
-		do {
-			rc = poll(&pfd, 1, wait);
-		} while (rc < 0 && errno == EINTR);
+		/* Interrupted by a signal: back to the caller, which waits again for what is left
+		 * of its time (poll would start the whole wait again). */
+		rc = poll(&pfd, 1, wait);
+		if (rc < 0 && errno == EINTR)
+			return 0;
 		if (rc < 0) {
 			snprintf(why, why_len, "Could not poll the connection: %s",
 				 strerror(errno));
@@ -236,7 +238,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 	if (!m)
 		return 0; /* try again later; the message stays in the socket */
 	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, flags);
-	if (n == -EAGAIN) {
+	if (n == -EAGAIN || n == -EINTR) {
 		free(m);
 		return 0;
 	}
