@@ -11,7 +11,7 @@ void inmsg_free(struct inmsg *m)
 		return;
 	wire_close_fds(m->fds, m->nfds);
 	if (m->msg)
-		rocmmem__wire__server_message__free_unpacked(m->msg, NULL);
+		wire_unpacked_free(&m->msg->base);
 	free(m->lib);
 	free(m);
 }

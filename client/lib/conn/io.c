@@ -238,7 +238,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 				: "the connection to rocmmemd failed");
 		return n == 0 || n == -EPIPE ? -ECONNRESET : (int)n;
 	}
-	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
+	m->msg = conn_unpack((size_t)n, c->rx);
 	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
 		inmsg_free(m);
 		snprintf(why, why_len, "the daemon sent a message this library cannot decode");
