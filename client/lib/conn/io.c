@@ -49,9 +49,13 @@ static int send_packed(int fd, const uint8_t *buf, size_t len)
 static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t small_len,
 		    uint8_t **buf)
 {
-	size_t need = protobuf_c_message_get_packed_size(&msg->base);
+	ssize_t len = wire_pack_walk(&msg->base, small, small_len);
+	size_t need;
 
 	*buf = small;
+	if (len >= 0) /* nearly every request: packed without sizing it first */
+		return len;
+	need = protobuf_c_message_get_packed_size(&msg->base);
 	if (need > WIRE_MAX_FRAME)
 		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
 				 WIRE_MAX_FRAME);
