@@ -6,23 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Under ASan the part of a buffer nothing was carved from is poisoned: a message read after
- * its reset is reported, as a freed one would be. */
-#if defined(__SANITIZE_ADDRESS__)
-#define ARENA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ARENA_ASAN 1
-#endif
-#endif
-#ifdef ARENA_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define POISON(p, n) ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+/* Under ASan what nothing was carved from is poisoned: a message read after its reset is
+ * reported, as a freed one would be. */
+#include "poison.h"
 
 #define ALIGN alignof(max_align_t)
 /* No carving yet (nothing to give back on free). */

@@ -218,7 +218,7 @@ int svc_arena_take(struct svc *svc, struct holder *h, const struct svc_grant *q,
 		svc->state.arena_fallbacks++;
 		return 0;
 	}
-	l = calloc(1, sizeof(*l));
+	l = lease_table_new(&svc->state.leases);
 	err = l ? lease_table_add(&svc->state.leases, l) : -ENOMEM;
 	if (err) {
 		free(l);
