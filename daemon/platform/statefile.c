@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "safepath.h"
+#include "text.h"
 
 #define STATEFILE_MAGIC "ROCMMEMS"
 #define STATEFILE_LIVE 0x4556494cu /* "LIVE" */
@@ -456,5 +457,5 @@ void statefile_set_next_model_id(struct statefile *sf, uint64_t next)
 
 void statefile_tag(struct statefile_record *r, const char *text)
 {
-	snprintf(r->tag, sizeof(r->tag), "%s", text ? text : "");
+	text_copy(r->tag, sizeof(r->tag), text ? text : ""); /* every grant: no printf */
 }
