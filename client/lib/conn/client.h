@@ -243,6 +243,9 @@ static inline Rocmmem__Wire__Reply *conn_reply(const struct inmsg *m)
 /* ------------------------------------------------------------------------------------------ */
 /* inmsg.c: received messages, request ids, and the clock requests wait by */
 
+/* inmsg_new returns an empty message to receive into (no fds, no message), or NULL. */
+struct inmsg *inmsg_new(void);
+
 /* inmsg_free frees a received message and closes any fds it still owns. NULL is ignored. */
 void inmsg_free(struct inmsg *m);
 

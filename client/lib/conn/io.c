@@ -227,7 +227,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 			return 0;
 		flags = MSG_DONTWAIT;
 	}
-	m = calloc(1, sizeof(*m));
+	m = inmsg_new();
 	if (!m)
 		return 0; /* try again later; the message stays in the socket */
 	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, flags);
