@@ -398,14 +398,15 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 
 void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 {
+	struct wire_arena *arena = &c->server->rx_arena;
 	Rocmmem__Wire__ClientMessage *msg;
 	uint64_t id;
 
 	/* Into the server's arena: nothing keeps a pointer into msg past this function (tags and
 	 * names are copied), and the arena is emptied at its end. */
-	msg = rocmmem__wire__client_message__unpack(&c->server->rx_arena.pc, len, c->server->rx);
+	msg = rocmmem__wire__client_message__unpack(&arena->pc, len, c->server->rx);
 	if (!msg) {
-		wire_arena_reset(&c->server->rx_arena);
+		wire_arena_reset(arena);
 		wire_close_fds(fds, nfds);
 		client_protocol_error(c, 0, -EBADMSG, "could not decode a %zu-byte message", len);
 		return;
@@ -434,7 +435,7 @@ void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 	} else {
 		dispatch(c, msg);
 	}
-	wire_arena_reset(&c->server->rx_arena);
+	wire_arena_reset(arena);
 }
 
 /* conn_drained goes on with what waited for the connection's queue to empty. */

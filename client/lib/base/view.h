@@ -23,9 +23,8 @@ struct daemon_facts {
 /*
  * view_status_from_parts presents the parts of a status reply (server messages whose replies
  * carry StatusReply bodies, each from wire_unpack) through the rocmmem_status accessors. Takes
- * the array and the messages (the snapshot owns them from now on, whatever the result), and
- * frees them with wire_unpacked_free. Returns 0 with *out set,
- * or -ENOMEM (message recorded).
+ * the array and the messages (the snapshot owns them from now on, whatever the result, and
+ * frees them with wire_unpacked_free). Returns 0 with *out set, or -ENOMEM (message recorded).
  */
 int view_status_from_parts(Rocmmem__Wire__ServerMessage **parts, size_t nparts,
 			   rocmmem_status **out);
