@@ -42,4 +42,13 @@ void wire_close_fds(int *fds, unsigned n);
  */
 ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 
+/*
+ * wire_pack_walk is wire_pack without sizing msg first: one walk that writes as it goes and
+ * stops writing at cap (then what was written is garbage, and it returns -EMSGSIZE). The
+ * nested messages' sizes are computed once each instead of once per level, at the cost of a
+ * call per field written: cheaper for a request (a LeaseAcquire in a ClientMessage: 10% less
+ * time), dearer for a reply (a LeaseGrant in a Reply in a ServerMessage: 45% more).
+ */
+ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
+
 #endif

@@ -411,11 +411,15 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 
 void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 {
+	struct wire_arena *arena = &c->server->rx_arena;
 	Rocmmem__Wire__ClientMessage *msg;
 	uint64_t id;
 
-	msg = rocmmem__wire__client_message__unpack(NULL, len, c->server->rx);
+	/* Into the server's arena: nothing keeps a pointer into msg past this function (tags and
+	 * names are copied), and the arena is emptied at its end. */
+	msg = rocmmem__wire__client_message__unpack(&arena->pc, len, c->server->rx);
 	if (!msg) {
+		wire_arena_reset(arena);
 		wire_close_fds(fds, nfds);
 		client_protocol_error(c, 0, -EBADMSG, "could not decode a %zu-byte message", len);
 		return;
@@ -444,7 +448,7 @@ void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 	} else {
 		dispatch(c, msg);
 	}
-	rocmmem__wire__client_message__free_unpacked(msg, NULL);
+	wire_arena_reset(arena);
 }
 
 /* conn_drained goes on with what waited for the connection's queue to empty. */
@@ -467,6 +471,7 @@ static void conn_closing(struct client *c)
 
 void dispatch_install(struct server *s)
 {
+	wire_arena_init(&s->rx_arena, s->rx_arena_buf, sizeof(s->rx_arena_buf));
 	s->hooks.packet = dispatch_packet;
 	s->hooks.drained = conn_drained;
 	s->hooks.closing = conn_closing;

@@ -36,7 +36,10 @@ static struct inmsg *take_reply(rocmmem_client *c, uint64_t id)
 int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_ms,
 		  struct inmsg **out)
 {
-	int64_t deadline = conn_deadline_after(timeout_ms);
+	/* The clock is read once per turn that waits, the first one included (the deadline is
+	 * set there: the request is out by then), none when the reply is there already. */
+	bool started = false;
+	int64_t deadline = -1, left = -1;
 	unsigned drained = 0;
 	struct inmsg *m;
 	int err;
@@ -64,7 +67,14 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 			err = CONN_LOST;
 			break;
 		}
-		if (deadline >= 0 && conn_remaining_ms(deadline) == 0) {
+		if (!started) {
+			started = true;
+			deadline = conn_deadline_after(timeout_ms);
+			left = deadline < 0 ? -1 : timeout_ms;
+		} else if (deadline >= 0) {
+			left = conn_remaining_ms(deadline);
+		}
+		if (left == 0) {
 			conn_abandon(c, id);
 			err = error_set(-ETIMEDOUT, "rocmmemd did not answer in time");
 			break;
@@ -85,7 +95,7 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 		/* One thread reads for all (leader/follower): the others wait to be handed
 		 * their reply, so a thread waiting long for memory never blocks the rest. */
 		if (!c->reading)
-			conn_pump(c, conn_remaining_ms(deadline));
+			conn_pump(c, left);
 		else
 			conn_timed_wait(c, deadline);
 	}

@@ -12,6 +12,7 @@
 #include "rocmmem.h"
 #include "rocmmem.pb-c.h"
 #include "wire.h"
+#include "wire_arena.h"
 
 /* How long a request may go unanswered beyond the wait it asked the daemon for. */
 #define CONN_REPLY_GRACE_MS 10000
@@ -263,8 +264,19 @@ static inline Rocmmem__Wire__Reply *conn_reply(const struct inmsg *m)
 /* ------------------------------------------------------------------------------------------ */
 /* inmsg.c: received messages, request ids, and the clock requests wait by */
 
+/* inmsg_new returns an empty message to receive into (no fds, no message), or NULL. */
+struct inmsg *inmsg_new(void);
+
 /* inmsg_free frees a received message and closes any fds it still owns. NULL is ignored. */
 void inmsg_free(struct inmsg *m);
+
+/* conn_unpack unpacks a received packet into a block of its own (wire_unpack; free it with
+ * wire_unpacked_free, as inmsg_free does): the one decoding of the daemon's messages. */
+static inline Rocmmem__Wire__ServerMessage *conn_unpack(size_t len, const uint8_t *data)
+{
+	return (Rocmmem__Wire__ServerMessage *)wire_unpack(
+	    &rocmmem__wire__server_message__descriptor, len, data);
+}
 
 /* conn_now_ms: CLOCK_MONOTONIC in ms. */
 uint64_t conn_now_ms(void);

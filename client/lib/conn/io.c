@@ -49,9 +49,13 @@ static int send_packed(int fd, const uint8_t *buf, size_t len)
 static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t small_len,
 		    uint8_t **buf)
 {
-	size_t need = protobuf_c_message_get_packed_size(&msg->base);
+	ssize_t len = wire_pack_walk(&msg->base, small, small_len);
+	size_t need;
 
 	*buf = small;
+	if (len >= 0) /* nearly every request: packed without sizing it first */
+		return len;
+	need = protobuf_c_message_get_packed_size(&msg->base);
 	if (need > WIRE_MAX_FRAME)
 		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
 				 WIRE_MAX_FRAME);
@@ -234,7 +238,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 			return 0;
 		flags = MSG_DONTWAIT;
 	}
-	m = calloc(1, sizeof(*m));
+	m = inmsg_new();
 	if (!m)
 		return 0; /* try again later; the message stays in the socket */
 	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, flags);
@@ -249,7 +253,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 				: "the connection to rocmmemd failed");
 		return n == 0 || n == -EPIPE ? -ECONNRESET : (int)n;
 	}
-	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
+	m->msg = conn_unpack((size_t)n, c->rx);
 	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
 		inmsg_free(m);
 		snprintf(why, why_len, "the daemon sent a message this library cannot decode");

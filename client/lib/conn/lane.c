@@ -76,10 +76,10 @@ static struct inmsg *unpack_reply(const struct lane_page *p, uint32_t len, uint6
 
 	if (len == 0 || len > LANE_SLOT)
 		return NULL;
-	m = calloc(1, sizeof(*m));
+	m = inmsg_new();
 	if (!m)
 		return NULL;
-	m->msg = rocmmem__wire__server_message__unpack(NULL, len, p->rep_data);
+	m->msg = conn_unpack(len, p->rep_data);
 	if (!m->msg || !conn_reply(m) || conn_reply(m)->id != id) {
 		inmsg_free(m);
 		return NULL;
@@ -141,22 +141,35 @@ static uint32_t ring(rocmmem_client *c, struct lib_lane *l, Rocmmem__Wire__Clien
 	return write(l->efd, &one, sizeof(one)) == (ssize_t)sizeof(one) ? seq : 0;
 }
 
+/* A deadline not set yet: the clock is read only by a call that has to wait. */
+#define DEADLINE_UNSET INT64_MIN
+
+/* time_left returns what is left of a wait of reply_ms, setting *deadline at the first call. */
+static int64_t time_left(int64_t reply_ms, int64_t *deadline)
+{
+	if (*deadline != DEADLINE_UNSET)
+		return conn_remaining_ms(*deadline);
+	*deadline = conn_deadline_after(reply_ms);
+	return *deadline < 0 ? -1 : reply_ms;
+}
+
 /*
  * await_answer waits for the daemon to answer seq in l, looking at the socket every slice
  * (only the reader learns that the daemon went away). Lock held. Returns 0, CONN_LOST, the
- * connection's final error, or -ETIMEDOUT at deadline (the request is then abandoned).
+ * connection's final error, or -ETIMEDOUT at the deadline (the request is then abandoned).
  */
 static int await_answer(rocmmem_client *c, struct lib_lane *l, uint32_t seq, uint64_t gen,
-			uint64_t id, int64_t deadline)
+			uint64_t id, int64_t reply_ms, int64_t *deadline)
 {
 	_Atomic uint32_t *word = &l->page->rep.seq;
 
 	for (;;) {
 		uint32_t v = atomic_load_explicit(word, memory_order_acquire);
-		int64_t left = conn_remaining_ms(deadline);
+		int64_t left;
 
 		if (v == seq)
 			return 0;
+		left = time_left(reply_ms, deadline);
 		if (c->broken)
 			return error_set(c->broken_err, "%s", c->broken_msg);
 		if (c->gen != gen || c->reconnecting)
@@ -180,15 +193,18 @@ static int await_answer(rocmmem_client *c, struct lib_lane *l, uint32_t seq, uin
  * packets) is filed before the answer is used: a revocation sent first is known first. Lock
  * held.
  */
-static void file_before(rocmmem_client *c, uint64_t sock_seq, uint64_t gen, int64_t deadline)
+static void file_before(rocmmem_client *c, uint64_t sock_seq, uint64_t gen, int64_t reply_ms,
+			int64_t *deadline)
 {
 	while (c->sock_rx < sock_seq && c->gen == gen && !c->reconnecting && !c->broken) {
-		if (deadline >= 0 && conn_remaining_ms(deadline) == 0)
+		int64_t left = time_left(reply_ms, deadline);
+
+		if (left == 0)
 			return;
 		if (!c->reading)
-			conn_pump(c, conn_remaining_ms(deadline));
+			conn_pump(c, left);
 		else
-			conn_timed_wait(c, deadline);
+			conn_timed_wait(c, *deadline);
 	}
 }
 
@@ -196,7 +212,7 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 		   uint64_t *gen, struct inmsg **out)
 {
 	size_t len = protobuf_c_message_get_packed_size(&msg->base);
-	int64_t deadline;
+	int64_t deadline = DEADLINE_UNSET;
 	struct lib_lane *l;
 	struct inmsg *m = NULL;
 	uint32_t seq, kind;
@@ -213,7 +229,6 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	}
 	*gen = l->gen;
 	pthread_mutex_unlock(&c->lock);
-	deadline = conn_deadline_after(reply_ms);
 	seq = ring(c, l, msg, len);
 	pthread_mutex_lock(&c->lock);
 	if (seq == 0) {
@@ -225,7 +240,7 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 		}
 		goto out;
 	}
-	err = await_answer(c, l, seq, *gen, msg->id, deadline);
+	err = await_answer(c, l, seq, *gen, msg->id, reply_ms, &deadline);
 	if (err)
 		goto out; /* abandoned: the lane stays busy until its answer comes */
 	kind = l->page->rep.kind;
@@ -239,7 +254,7 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	}
 	l->busy = false; /* from here the page may be another thread's */
 	if (m) {
-		file_before(c, sock_seq, *gen, deadline);
+		file_before(c, sock_seq, *gen, reply_ms, &deadline);
 		held_arena_note(c, m);
 		/* As conn_wait_gen: with progress asked for, what came before is told first. */
 		if (c->progress_fn && conn_has_events(c) && !c->delivering)

@@ -116,7 +116,7 @@ static int side_receive(struct attempt *at, uint64_t end, struct inmsg **out)
 		return -ECONNRESET;
 	}
 	at->received++;
-	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, at->rx);
+	m->msg = conn_unpack((size_t)n, at->rx);
 	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
 		inmsg_free(m);
 		snprintf(at->why, sizeof(at->why), "the daemon sent what cannot be decoded");
