@@ -70,11 +70,12 @@ _Static_assert(sizeof(struct lane_page) == LANE_PAGE, "the lane is one 4 KiB pag
 
 /*
  * lane_futex_wait sleeps while *word == old, at most timeout_ms (< 0: no limit). Returns 0
- * when woken or the word differs, -ETIMEDOUT, or -EINTR.
+ * when woken or the word differs, -ETIMEDOUT, or -EINTR (a signal, or any other failure: the
+ * caller looks at the word again either way).
  */
 int lane_futex_wait(_Atomic uint32_t *word, uint32_t old, int64_t timeout_ms);
 
-/* lane_futex_wake wakes every process waiting on word. */
+/* lane_futex_wake wakes one waiter on word (a lane has one: the thread whose request it is). */
 void lane_futex_wake(_Atomic uint32_t *word);
 
 /*

@@ -449,10 +449,10 @@ static void read_packets(struct client *c)
 static void on_lane(struct daemon_lane *l)
 {
 	struct client *c = l->data;
-	uint64_t sent = daemon_lane_sock_sent(l);
+	uint64_t sent;
 	ssize_t n;
 
-	if (c->closing || c->kicked)
+	if (c->closing || c->kicked || !daemon_lane_peek(l, &sent))
 		return;
 	if (c->rx_packets < sent && !reading_paused(c))
 		read_packets(c);
@@ -461,13 +461,20 @@ static void on_lane(struct daemon_lane *l)
 	n = daemon_lane_take(l, c->server->rx, c->server->svc.cfg.limits.max_message);
 	if (n == 0)
 		return;
+	if (n == -EMSGSIZE) {
+		svc_limit_hit(&c->server->svc, c->holder, LIMIT_MESSAGE_SIZE, NULL);
+		client_protocol_error(c, 0, -EMSGSIZE,
+				      "lane request larger than %u bytes (message_size)",
+				      c->server->svc.cfg.limits.max_message);
+		return;
+	}
 	if (n < 0) {
-		client_protocol_error(c, 0, -EMSGSIZE, "lane request larger than its slot");
+		client_protocol_error(c, 0, -EBADMSG, "lane request of 0 bytes or over its slot");
 		return;
 	}
 	if (reading_paused(c) || c->rx_packets < sent) {
-		/* Replies wait on the socket (or what came before is not read yet): the request
-		 * goes behind them there. */
+		/* Replies wait on the socket, or more came before it than one turn reads: the
+		 * request goes behind them there. */
 		daemon_lane_answer(l, LANE_RESEND, 0, c->tx_packets);
 		return;
 	}

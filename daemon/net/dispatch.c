@@ -93,8 +93,10 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	c->greeted = true;
 	c->holder->features = features_taken(s, hello);
 	/* No lane when one cannot be made (descriptors, memory): the socket serves alone. */
-	if ((c->holder->features & HOLDER_LANE) && client_lane_open(c, &fds[0], &fds[1]) < 0)
+	if ((c->holder->features & HOLDER_LANE) && client_lane_open(c, &fds[0], &fds[1]) < 0) {
 		c->holder->features &= ~HOLDER_LANE;
+		fds[0] = fds[1] = -1;
+	}
 	handshake_end(&s->handshake, c);
 	body.has_protocol_version = true;
 	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
@@ -116,9 +118,9 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
 	reply.hello = &body;
 	client_reply(c, &reply, fds, fds[0] >= 0 ? 2 : 0);
+	/* The lane's memfd is the client's now; the doorbell stays the lane's. */
 	if (fds[0] >= 0)
-		close(
-		    fds[0]); /* the lane's memfd: the client's now; the doorbell stays the lane's */
+		close(fds[0]);
 	svc_holder_hello(&s->svc, c->holder);
 }
 

@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+static void on_doorbell(uv_poll_t *handle, int status, int events);
+
 static void on_doorbell(uv_poll_t *handle, int status, int events)
 {
 	struct daemon_lane *l = handle->data;
@@ -49,7 +51,7 @@ int daemon_lane_open(uv_loop_t *loop, void (*ring)(struct daemon_lane *l), void 
 		     struct daemon_lane **out, int *memfd)
 {
 	struct daemon_lane *l = calloc(1, sizeof(*l));
-	int err;
+	int err, fd = -1;
 
 	if (!l)
 		return -ENOMEM;
@@ -61,10 +63,10 @@ int daemon_lane_open(uv_loop_t *loop, void (*ring)(struct daemon_lane *l), void 
 		free(l);
 		return err;
 	}
-	err = make_page(l, memfd);
+	err = make_page(l, &fd);
 	if (err == 0 && (err = uv_poll_init(loop, &l->poll, l->efd)) != 0) {
 		lane_unmap(l->page);
-		close(*memfd);
+		close(fd);
 	}
 	if (err) {
 		close(l->efd);
@@ -72,7 +74,14 @@ int daemon_lane_open(uv_loop_t *loop, void (*ring)(struct daemon_lane *l), void 
 		return err;
 	}
 	l->poll.data = l;
-	uv_poll_start(&l->poll, UV_READABLE, on_doorbell);
+	err = uv_poll_start(&l->poll, UV_READABLE, on_doorbell);
+	if (err) {
+		/* Made but never polled: closed like any lane (the handle is libuv's now). */
+		close(fd);
+		daemon_lane_close(l);
+		return err;
+	}
+	*memfd = fd;
 	*out = l;
 	return 0;
 }
@@ -103,9 +112,14 @@ void daemon_lane_close(struct daemon_lane *l)
 	uv_close((uv_handle_t *)&l->poll, on_lane_closed);
 }
 
-uint64_t daemon_lane_sock_sent(const struct daemon_lane *l)
+bool daemon_lane_peek(const struct daemon_lane *l, uint64_t *sock_sent)
 {
-	return ((volatile const struct lane_req *)&l->page->req)->sock_sent;
+	const volatile struct lane_req *req = &l->page->req;
+
+	if (atomic_load_explicit(&l->page->req.seq, memory_order_acquire) == l->seen)
+		return false;
+	*sock_sent = req->sock_sent; /* after the seq: the claim that came with this request */
+	return true;
 }
 
 ssize_t daemon_lane_take(struct daemon_lane *l, uint8_t *buf, size_t cap)
@@ -120,7 +134,9 @@ ssize_t daemon_lane_take(struct daemon_lane *l, uint8_t *buf, size_t cap)
 	/* Read once each: the client may change them meanwhile; only this copy counts. */
 	len = req->len;
 	l->pending_id = req->id;
-	if (len == 0 || len > LANE_SLOT || len > cap)
+	if (len == 0 || len > LANE_SLOT)
+		return -EBADMSG;
+	if (len > cap)
 		return -EMSGSIZE;
 	memcpy(buf, l->page->req_data, len);
 	l->pending = true;

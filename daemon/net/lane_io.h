@@ -42,14 +42,18 @@ int daemon_lane_open(uv_loop_t *loop, void (*ring)(struct daemon_lane *l), void 
  */
 void daemon_lane_close(struct daemon_lane *l);
 
-/* daemon_lane_sock_sent reads how many packets the client says it sent on the socket before
- * the request that waits in the page (a claim: the caller bounds what it does with it). */
-uint64_t daemon_lane_sock_sent(const struct daemon_lane *l);
+/*
+ * daemon_lane_peek says whether a request new since the last one taken waits in the page, and
+ * how many packets the client says it sent on the socket before it (*sock_sent: a claim, which
+ * the caller bounds what it does with).
+ */
+bool daemon_lane_peek(const struct daemon_lane *l, uint64_t *sock_sent);
 
 /*
  * daemon_lane_take copies a new request out of the page into buf (cap bytes), before anything
  * reads it, and marks it pending. Returns its length, 0 when there is none (the doorbell rang
- * for nothing), or -EMSGSIZE when the client claims more than the slot or cap.
+ * for nothing), -EBADMSG when the client claims 0 bytes or more than the slot, -EMSGSIZE more
+ * than cap.
  */
 ssize_t daemon_lane_take(struct daemon_lane *l, uint8_t *buf, size_t cap);
 

@@ -241,13 +241,24 @@ static void test_abandoned_request_undone(void **state)
 	rocmmem_disconnect(c);
 }
 
+/* own_fds counts this process's open descriptors. */
+static int own_fds(void)
+{
+	return harness_fd_count(getpid());
+}
+
+/*
+ * After restarts of the daemon (killed: no goodbye) the library reconnects, re-declares the
+ * lease it holds, and each new connection has a lane of its own; the lanes of the connections
+ * before are let go (the process's descriptors do not grow with restarts).
+ */
 static void test_lane_after_restart(void **state)
 {
 	rocmmem_client *c = harness_connect(&harness_group, "test_lane-restart");
 	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
 	rocmmem_lease *keep;
 	volatile uint8_t *p;
-	uint64_t before;
+	int fds = -1;
 
 	(void)state;
 	assert_non_null(c);
@@ -255,14 +266,21 @@ static void test_lane_after_restart(void **state)
 	keep = acquire(c, 2 * MiB, 0); /* something to come back for */
 	p = rocmmem_lease_ptr(keep);
 	p[100] = 42;
-	kill(harness_group.pid, SIGKILL);
-	assert_int_equal(waitpid(harness_group.pid, NULL, 0), harness_group.pid);
-	harness_group.pid = 0;
-	assert_int_equal(harness_daemon_restart(&harness_group, args), 0);
-	before = lane_requests();
-	/* The first call finds the daemon gone, reconnects, and goes on. */
-	cycles(c, 20);
-	assert_true(lane_requests() - before >= 2 * 20 - 1);
+	for (int round = 0; round < 3; round++) {
+		uint64_t before;
+
+		kill(harness_group.pid, SIGKILL);
+		assert_int_equal(waitpid(harness_group.pid, NULL, 0), harness_group.pid);
+		harness_group.pid = 0;
+		assert_int_equal(harness_daemon_restart(&harness_group, args), 0);
+		before = lane_requests();
+		/* The first call finds the daemon gone, reconnects, and goes on. */
+		cycles(c, 20);
+		assert_true(lane_requests() - before >= 2 * 20 - 1);
+		if (fds < 0)
+			fds = own_fds();
+		assert_int_equal(own_fds(), fds);
+	}
 	assert_int_equal(p[100], 42);
 	assert_int_equal(rocmmem_lease_revoked(keep), 0);
 	assert_int_equal(rocmmem_lease_release(keep), 0);

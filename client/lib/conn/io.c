@@ -103,7 +103,8 @@ void conn_abandon(rocmmem_client *c, uint64_t id)
 /*
  * undo_late_reply handles a reply nobody waits for any more: a lease granted after its
  * requester gave up is released at once, so the daemon does not charge it to this process.
- * Lock held, by the thread reading the current connection.
+ * Lock held, by the thread reading the current connection or one taking a late answer out of
+ * its request lane.
  */
 static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 {

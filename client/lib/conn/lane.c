@@ -47,13 +47,23 @@ void conn_lane_attach(rocmmem_client *c, uint32_t features, struct inmsg *m)
 	m->fds[1] = -1;
 	l->gen = c->gen;
 	l->seq = atomic_load_explicit(&l->page->rep.seq, memory_order_acquire);
-	/* The lane of the connection before (if any) stays mapped until disconnect: a thread
-	 * may still wait in it, to find its connection gone. */
+	/* The lane of the connection before (if any) is retired; retired lanes no thread waits
+	 * in any more are freed (one abandoned there waits for a connection that is gone). */
 	if (c->lane) {
 		c->lane->next = c->old_lanes;
 		c->old_lanes = c->lane;
 	}
 	c->lane = l;
+	for (struct lib_lane **p = &c->old_lanes; *p;) {
+		struct lib_lane *old = *p;
+
+		if (old->busy && !old->abandoned) {
+			p = &old->next;
+			continue;
+		}
+		*p = old->next;
+		lane_free(old);
+	}
 }
 
 void conn_lane_free_all(rocmmem_client *c)
@@ -241,8 +251,12 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 		goto out;
 	}
 	err = await_answer(c, l, seq, *gen, msg->id, reply_ms, &deadline);
-	if (err)
+	if (err == -ETIMEDOUT)
 		goto out; /* abandoned: the lane stays busy until its answer comes */
+	if (err) {
+		l->busy = false; /* its connection is over: no answer will come, nobody waits */
+		goto out;
+	}
 	kind = l->page->rep.kind;
 	sock_seq = l->page->rep.sock_seq;
 	if (kind == LANE_REPLY) {
