@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
 """before_after.py: the report's before/after table of host leases (issue 18), from one run.
 
-"Before" is a host lease as a memfd of its own (the design before host arenas, still the path
-of a client that offers no arena: ROCMMEM_HOST_ARENA=0 or an older librocmmem); "after" is a
-lease as a range of the client's arena. bench_roundtrip and bench_scale measure both in the same
-run, side by side, so every row compares figures taken minutes apart on one machine.
+"Before" is a host lease as a memfd of its own on the socket alone (the design before issue 18,
+still the path of a client that offers neither feature: ROCMMEM_HOST_ARENA=0 ROCMMEM_LANE=0, or an
+older librocmmem); "after" is a lease as a range of the client's arena, its requests through the
+connection's request lane (librocmmem's defaults); the round trip also shows the arena on the
+socket alone (ROCMMEM_LANE=0) between the two. bench_roundtrip and bench_scale measure them in the
+same run, side by side, so every row compares figures taken minutes apart on one machine.
 """
 
 
@@ -50,6 +52,12 @@ def _roundtrip_rows(rt, rows):
         rows.append(("Round trip p50 (us), %s" % p["name"],
                      "%.1f" % p["daemon_per_lease"]["p50"], "%.1f" % p["daemon"]["p50"],
                      "floor %.1f us" % p["floor"]["p50"], "info"))
+        if "daemon_socket" in p:
+            rows.append(("Round trip p50 / floor, %s, the arena on the socket alone "
+                         "(ROCMMEM_LANE=0)" % p["name"], _ratio(p.get("per_lease_ratio_p50")),
+                         "%s (p50 %.1f us; through the lane: %s of it)"
+                         % (_ratio(p.get("socket_ratio_p50")), p["daemon_socket"]["p50"],
+                            _ratio(p.get("lane_over_socket_p50"))), "(info)", "info"))
 
 
 def _scale_rows(sc, rows):
@@ -104,13 +112,15 @@ def markdown(table):
     """The section's lines, or none without rows."""
     if not table:
         return []
-    lines = ["## Before and after: host arenas (issue 18)", "",
-             "Before: a memfd per host lease (a client without the arena feature: "
-             "`ROCMMEM_HOST_ARENA=0`, or an older librocmmem). After: a range of the client's "
-             "arena (librocmmem's default). Both measured in this run, on one machine, side by "
-             "side (the round trip: one daemon, two connections, batches interleaved; scaling: "
+    lines = ["## Before and after: host arenas and the request lane (issue 18)", "",
+             "Before: a memfd per host lease, every request on the socket (a client without "
+             "either feature: `ROCMMEM_HOST_ARENA=0 ROCMMEM_LANE=0`, or an older librocmmem). "
+             "After: a range of the client's arena, requests through the connection's request "
+             "lane (librocmmem's defaults). All measured in this run, on one machine, side by "
+             "side (the round trip: one daemon, three connections, batches interleaved; scaling: "
              "fresh daemons climbing the levels, each series in each round).", "",
-             "| figure | before (memfd per lease) | after (arena) | target | verdict |",
+             "| figure | before (memfd per lease, socket) | after (arena, lane) | target | "
+             "verdict |",
              "|---|---|---|---|---|"]
     for r in table:
         lines.append("| %s | %s | %s | %s | %s |" % r)

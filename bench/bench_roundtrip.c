@@ -6,7 +6,10 @@
  * daemon is measured both ways a host lease can be handed over, on one daemon: through the
  * client's arena (librocmmem's default: the arena's memfd once, then offsets; release punches
  * the range) and through a memfd per lease (a connection made with ROCMMEM_HOST_ARENA=0, the
- * compatibility path and the design before arenas).
+ * compatibility path and the design before arenas). The arena client's requests go through the
+ * connection's request lane (librocmmem's default, docs/protocol.md); a third connection made
+ * with ROCMMEM_LANE=0 is the same round trip on the socket alone (before the lane), and the
+ * lane floor is the floor's two round trips through a shared page with the lane's system calls.
  *
  * Both run in the same process run, interleaved in small batches whose order alternates every
  * round, so that a neighbour's load on this shared machine falls on both alike. With
@@ -18,16 +21,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "roundtrip_floor.h"
+#include "roundtrip_profile.h"
 #include "rocmmem.h"
 
 #define WARMUP_OPS 20u
@@ -39,15 +41,24 @@ enum subject {
 	SUBJECT_FLOOR_MEM,   /* + a fresh memfd, mapped, touched, unmapped, punched, closed */
 	SUBJECT_FLOOR_ARENA, /* + one page touched in a mapping kept, the range punched */
 	SUBJECT_FLOOR_EPOLL, /* the first, served by an event loop (epoll_wait, read till empty) */
-	SUBJECT_DAEMON,	     /* rocmmemd, the client's arena (librocmmem's default) */
-	SUBJECT_PER_LEASE,   /* rocmmemd, a memfd per lease (ROCMMEM_HOST_ARENA=0) */
-	SUBJECT_QUIET,	     /* rocmmemd at --log-level warn, arena (--breakdown) */
+	SUBJECT_FLOOR_LANE,  /* two round trips through a shared page, eventfd + futex, no fd */
+	SUBJECT_DAEMON,	     /* rocmmemd, the client's arena, the request lane (the defaults) */
+	SUBJECT_PER_LEASE,   /* rocmmemd, a memfd per lease, socket only (before issue 18) */
+	SUBJECT_SOCKET,	     /* rocmmemd, the client's arena, the socket alone (ROCMMEM_LANE=0) */
+	SUBJECT_QUIET,	     /* rocmmemd at --log-level warn, arena (--breakdown); the last */
 	SUBJECTS
 };
 
-static const char *const subject_names[SUBJECTS] = {
-    "floor",	   "floor_no_fd", "floor_with_memory_work", "floor_with_arena_work",
-    "floor_epoll", "daemon",	  "daemon_per_lease",	    "daemon_log_warn"};
+static const char *const subject_names[SUBJECTS] = {"floor",
+						    "floor_no_fd",
+						    "floor_with_memory_work",
+						    "floor_with_arena_work",
+						    "floor_epoll",
+						    "floor_lane",
+						    "daemon",
+						    "daemon_per_lease",
+						    "daemon_socket",
+						    "daemon_log_warn"};
 
 /* The pieces of the round trip timed on their own (--breakdown). */
 enum piece { PIECE_MEMFD, PIECE_PUNCH, PIECE_MAP, PIECE_TOUCH, PIECE_MUNMAP, PIECES };
@@ -127,52 +138,10 @@ static void time_pieces(unsigned n)
 	}
 }
 
-/* ----------------------------------------------------------------------------------------- */
-/* Profiles (--profile DIR): perf and strace attached to the daemon and to this process */
-
-/* attach starts a tool (perf record, strace -c) attached to a process; 0 if it could not. */
-static pid_t attach(const char *const *argv)
-{
-	pid_t pid = fork();
-	int status;
-
-	if (pid < 0)
-		return 0;
-	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-		}
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	/* Give it time to attach; a tool that is missing or refused has exited by then. */
-	bench_sleep_ns(700000000);
-	if (waitpid(pid, &status, WNOHANG) == pid)
-		return 0;
-	return pid;
-}
-
-static void detach(pid_t pid)
-{
-	if (pid <= 0)
-		return;
-	kill(pid, SIGINT);
-	waitpid(pid, NULL, 0);
-}
-
-struct profile {
-	const char *dir;
-	unsigned ops;
-	bool perf, strace;
-};
-
 struct run {
 	struct floor_server floors[SUBJECT_DAEMON]; /* by subject */
 	struct sizes sizes;
-	/* [SUBJECT_DAEMON] serves both the arena and the per-lease client; [SUBJECT_QUIET]. */
+	/* [SUBJECT_DAEMON] serves the arena, per-lease and socket-only clients; [SUBJECT_QUIET]. */
 	struct bench_daemon daemons[SUBJECTS];
 	rocmmem_client *clients[SUBJECTS];
 	bool quiet;	  /* the --log-level warn daemon runs too */
@@ -189,11 +158,17 @@ static bool runs(const struct run *r, enum subject s)
 	return s != SUBJECT_QUIET || r->quiet;
 }
 
+/* own_daemon says whether subject s has a daemon of its own (else it is SUBJECT_DAEMON's). */
+static bool own_daemon(enum subject s)
+{
+	return s == SUBJECT_DAEMON || s == SUBJECT_QUIET;
+}
+
 static pid_t server_pid(const struct run *r, enum subject s)
 {
 	if (is_floor(s))
 		return r->floors[s].pid;
-	return r->daemons[s == SUBJECT_PER_LEASE ? SUBJECT_DAEMON : s].pid;
+	return r->daemons[own_daemon(s) ? s : SUBJECT_DAEMON].pid;
 }
 
 static int one_op(struct run *r, enum subject s)
@@ -324,6 +299,7 @@ static void write_placement(struct bench_json *j, const struct run *r, const str
 	/* "daemon" is the arena path (librocmmem's default); "per_lease_" the memfd per lease. */
 	write_ratios(j, p, SUBJECT_DAEMON, "");
 	write_ratios(j, p, SUBJECT_PER_LEASE, "per_lease_");
+	write_ratios(j, p, SUBJECT_SOCKET, "socket_");
 	bench_json_num(j, "daemon_p99_over_p50",
 		       bench_ratio(pct(p, SUBJECT_DAEMON, 99), pct(p, SUBJECT_DAEMON, 50)));
 	bench_json_num(j, "floor_p99_over_p50",
@@ -338,6 +314,13 @@ static void write_placement(struct bench_json *j, const struct run *r, const str
 		       bench_ratio(pct(p, SUBJECT_PER_LEASE, 50), pct(p, SUBJECT_FLOOR_MEM, 50)));
 	bench_json_num(j, "arena_over_per_lease_p50",
 		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_PER_LEASE, 50)));
+	/* The lane: "daemon" goes through it, "daemon_socket" is the same client on the socket. */
+	bench_json_num(j, "ratio_p50_vs_floor_lane",
+		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_LANE, 50)));
+	bench_json_num(j, "floor_lane_ratio_p50",
+		       bench_ratio(pct(p, SUBJECT_FLOOR_LANE, 50), pct(p, SUBJECT_FLOOR, 50)));
+	bench_json_num(j, "lane_over_socket_p50",
+		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_SOCKET, 50)));
 	if (r->quiet)
 		bench_json_num(j, "quiet_ratio_p50",
 			       bench_ratio(pct(p, SUBJECT_QUIET, 50), pct(p, SUBJECT_FLOOR, 50)));
@@ -349,53 +332,6 @@ static void write_placement(struct bench_json *j, const struct run *r, const str
 	write_per_op(j, r, p, "cpu_us_per_op", cpu, 1000.0);
 	write_per_op(j, r, p, "context_switches_per_op", sw, 1.0);
 	bench_json_end_object(j);
-}
-
-/*
- * profile_daemon runs ops lease operations (same CPU for both sides) under perf record
- * (the daemon: DIR/perf.data), then under strace -c (the daemon: DIR/strace-daemon.txt; this
- * process: DIR/strace-client.txt), for the report's explanation of where the time goes: the
- * arena client's, and with a per-lease client's into DIR/per-lease-*.
- */
-static void profile_daemon(struct run *r, struct profile *pf)
-{
-	for (unsigned k = 0; k < 2; k++) {
-		rocmmem_client *c = r->clients[k ? SUBJECT_PER_LEASE : SUBJECT_DAEMON];
-		const char *pre = k ? "per-lease-" : "";
-		char pid[16], self[16], data[512], sd[512], sc[512];
-		pid_t tool, tool2;
-
-		snprintf(pid, sizeof(pid), "%d", (int)r->daemons[SUBJECT_DAEMON].pid);
-		snprintf(self, sizeof(self), "%d", (int)getpid());
-		snprintf(data, sizeof(data), "%s/%sperf.data", pf->dir, pre);
-		snprintf(sd, sizeof(sd), "%s/%sstrace-daemon.txt", pf->dir, pre);
-		snprintf(sc, sizeof(sc), "%s/%sstrace-client.txt", pf->dir, pre);
-		bench_pin_self(0);
-		bench_pin_process(r->daemons[SUBJECT_DAEMON].pid, 0);
-		{
-			const char *argv[] = {"perf", "record",	   "-q", "-F", "4999",
-					      "-e",   "cpu-clock", "-g", "-p", pid,
-					      "-o",   data,	   NULL};
-
-			tool = attach(argv);
-			for (unsigned i = 0; i < pf->ops && tool > 0; i++)
-				lease_op(c);
-			detach(tool);
-			pf->perf = tool > 0;
-		}
-		{
-			const char *argv[] = {"strace", "-c", "-f", "-p", pid, "-o", sd, NULL};
-			const char *argv2[] = {"strace", "-c", "-p", self, "-o", sc, NULL};
-
-			tool = attach(argv);
-			tool2 = tool > 0 ? attach(argv2) : 0;
-			for (unsigned i = 0; i < pf->ops && tool > 0; i++)
-				lease_op(c);
-			detach(tool2);
-			detach(tool);
-			pf->strace = tool > 0 && tool2 > 0;
-		}
-	}
 }
 
 /*
@@ -419,18 +355,27 @@ static long fds_for_leases(pid_t daemon, rocmmem_client *c)
 	return after - before;
 }
 
-/* connect_as connects to d, with host arenas offered or (ROCMMEM_HOST_ARENA=0) not. */
-static int connect_as(const struct bench_daemon *d, bool arena, rocmmem_client **c)
+/*
+ * connect_as connects to d as subject s: host arenas offered but for SUBJECT_PER_LEASE
+ * (ROCMMEM_HOST_ARENA=0), the request lane offered but for SUBJECT_SOCKET and SUBJECT_PER_LEASE
+ * (ROCMMEM_LANE=0).
+ */
+static int connect_as(const struct bench_daemon *d, enum subject s, rocmmem_client **c)
 {
+	char name[64];
 	int err;
 
-	if (arena)
-		unsetenv("ROCMMEM_HOST_ARENA");
-	else
-		setenv("ROCMMEM_HOST_ARENA", "0", 1);
-	err = rocmmem_connect(d->sock, arena ? "bench_roundtrip" : "bench_roundtrip-per-lease",
-			      5000, c);
 	unsetenv("ROCMMEM_HOST_ARENA");
+	unsetenv("ROCMMEM_LANE");
+	if (s == SUBJECT_PER_LEASE)
+		setenv("ROCMMEM_HOST_ARENA", "0", 1);
+	/* The per-lease client is the design before issue 18: no arena, and no lane either. */
+	if (s == SUBJECT_SOCKET || s == SUBJECT_PER_LEASE)
+		setenv("ROCMMEM_LANE", "0", 1);
+	snprintf(name, sizeof(name), "bench_roundtrip-%s", subject_names[s]);
+	err = rocmmem_connect(d->sock, name, 5000, c);
+	unsetenv("ROCMMEM_HOST_ARENA");
+	unsetenv("ROCMMEM_LANE");
 	return err;
 }
 
@@ -443,8 +388,9 @@ static int start_daemons(struct run *r, const char *rocmmemd)
 	int err;
 
 	if ((err = bench_daemon_start(d, rocmmemd, -1, info, NULL)) ||
-	    (err = connect_as(d, true, &r->clients[SUBJECT_DAEMON])) ||
-	    (err = connect_as(d, false, &r->clients[SUBJECT_PER_LEASE])))
+	    (err = connect_as(d, SUBJECT_DAEMON, &r->clients[SUBJECT_DAEMON])) ||
+	    (err = connect_as(d, SUBJECT_PER_LEASE, &r->clients[SUBJECT_PER_LEASE])) ||
+	    (err = connect_as(d, SUBJECT_SOCKET, &r->clients[SUBJECT_SOCKET])))
 		return err;
 	r->held_fds[0] = fds_for_leases(d->pid, r->clients[SUBJECT_DAEMON]);
 	r->held_fds[1] = fds_for_leases(d->pid, r->clients[SUBJECT_PER_LEASE]);
@@ -453,7 +399,24 @@ static int start_daemons(struct run *r, const char *rocmmemd)
 	err = bench_daemon_start(&r->daemons[SUBJECT_QUIET], rocmmemd, -1, warn, NULL);
 	if (err)
 		return err;
-	return connect_as(&r->daemons[SUBJECT_QUIET], true, &r->clients[SUBJECT_QUIET]);
+	return connect_as(&r->daemons[SUBJECT_QUIET], SUBJECT_QUIET, &r->clients[SUBJECT_QUIET]);
+}
+
+/* start_floors forks the floor servers, one per floor subject. 0 or -errno. */
+static int start_floors(struct run *r)
+{
+	int err = 0;
+
+	for (unsigned s = 0; s < SUBJECT_DAEMON && !err; s++) {
+		r->floors[s].kind = s == SUBJECT_FLOOR_NOFD    ? FLOOR_NOFD
+				    : s == SUBJECT_FLOOR_MEM   ? FLOOR_MEMFD
+				    : s == SUBJECT_FLOOR_ARENA ? FLOOR_ARENA
+				    : s == SUBJECT_FLOOR_EPOLL ? FLOOR_EPOLL
+				    : s == SUBJECT_FLOOR_LANE  ? FLOOR_LANE
+							       : FLOOR_PLAIN;
+		err = floor_start(&r->floors[s], &r->sizes);
+	}
+	return err;
 }
 
 /* rounds_run takes the rounds: each placement, every subject in ABBA order. */
@@ -555,15 +518,7 @@ int main(int argc, char **argv)
 		bench_hist_init(&pieces[i]);
 	measure_sizes(&r.sizes);
 	/* The floor servers are forked before anything else runs in this process. */
-	for (unsigned s = 0; s < SUBJECT_DAEMON && !err; s++) {
-		r.floors[s].kind = s == SUBJECT_FLOOR_NOFD    ? FLOOR_NOFD
-				   : s == SUBJECT_FLOOR_MEM   ? FLOOR_MEMFD
-				   : s == SUBJECT_FLOOR_ARENA ? FLOOR_ARENA
-				   : s == SUBJECT_FLOOR_EPOLL ? FLOOR_EPOLL
-							      : FLOOR_PLAIN;
-		err = floor_start(&r.floors[s], &r.sizes);
-	}
-	if (err || (err = start_daemons(&r, args.rocmmemd))) {
+	if ((err = start_floors(&r)) || (err = start_daemons(&r, args.rocmmemd))) {
 		fprintf(stderr, "bench_roundtrip: Could not start: %s (%s)\n", strerror(-err),
 			rocmmem_last_error());
 		status = 1;
@@ -576,8 +531,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (profile.dir) {
+		/* The defaults' client (through the lane), the socket alone, a memfd per lease. */
+		const struct profiled who[] = {{"", r.clients[SUBJECT_DAEMON]},
+					       {"socket-", r.clients[SUBJECT_SOCKET]},
+					       {"per-lease-", r.clients[SUBJECT_PER_LEASE]}};
+
 		profile.ops = (unsigned)bench_mode_pick(&args, 200, 2000, 5000);
-		profile_daemon(&r, &profile);
+		profile_daemon(&profile, r.daemons[SUBJECT_DAEMON].pid, who, 3, lease_op);
 	}
 	out = bench_open_output(&args);
 	if (!out) {
@@ -593,8 +553,7 @@ out:
 	bench_pin_self(-1);
 	for (unsigned s = SUBJECT_DAEMON; s < SUBJECTS; s++) {
 		rocmmem_disconnect(r.clients[s]);
-		if (s != SUBJECT_PER_LEASE && r.daemons[s].pid > 0 &&
-		    bench_daemon_stop(&r.daemons[s]) != 0)
+		if (own_daemon(s) && r.daemons[s].pid > 0 && bench_daemon_stop(&r.daemons[s]) != 0)
 			status = 1;
 	}
 	for (unsigned s = 0; s < SUBJECT_DAEMON; s++)

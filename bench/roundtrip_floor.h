@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * roundtrip_floor.h: bench_roundtrip's floors: raw SOCK_SEQPACKET servers answering a lease's
- * two round trips with packets as large as rocmmemd's, alone or doing a lease's kernel work.
+ * two round trips with packets as large as rocmmemd's, alone or doing a lease's kernel work, and
+ * the same two round trips through a shared page with the request lane's system calls.
  */
 #ifndef ROCMMEM_BENCH_ROUNDTRIP_FLOOR_H
 #define ROCMMEM_BENCH_ROUNDTRIP_FLOOR_H
@@ -27,13 +28,22 @@ enum floor_kind {
 	FLOOR_ARENA, /* one memfd passed with the first grant only; release punches 2 MiB of it */
 	FLOOR_EPOLL, /* FLOOR_PLAIN served as an event loop serves many sockets: epoll_wait,
 		      * then receive until the socket is empty (the daemon's system calls) */
+	FLOOR_LANE,  /* no fd, the bytes through a shared lane page (common/lane.h): the client
+		      * writes the request, rings an eventfd and futex-waits; the server
+		      * epoll_waits, reads the eventfd, answers in the page, futex-wakes */
 };
+
+struct lane_page;
 
 struct floor_server {
 	pid_t pid;
-	int sock;
+	int sock; /* FLOOR_LANE: carries nothing; its end tells the server to exit */
 	enum floor_kind kind;
-	uint8_t *arena; /* FLOOR_ARENA: the client's mapping of it, kept */
+	uint8_t *arena;		/* FLOOR_ARENA: the client's mapping of it, kept */
+	struct lane_page *lane; /* FLOOR_LANE: the page, shared with the server */
+	int doorbell;		/* FLOOR_LANE: the eventfd the server polls */
+	uint32_t seq;		/* FLOOR_LANE: the last request's seq */
+	uint8_t reply[256];	/* FLOOR_LANE: the client's copy of the last reply */
 };
 
 /* measure_sizes packs the messages a lease round trip sends, for the floor's packet sizes. */

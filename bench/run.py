@@ -241,19 +241,40 @@ def figures_roundtrip(d):
         name = p["name"]
         floor = ("raw SEQPACKET 2 round trips + 1 fd", p["floor"])
         r = p["ratio_p50"]
+        lane = ("; vs the lane floor (no fd, a shared page): %.2f" % p["ratio_p50_vs_floor_lane"]
+                if "ratio_p50_vs_floor_lane" in p else "")
         out.append(fig("roundtrip", "roundtrip.%s.p50" % name,
-                       "Lease round trip, %s, host arena (acquire+touch+release; librocmmem's "
-                       "default)" % name, "us", p["daemon"], floor, r,
-                       "p50 <= 1.3x floor", verdict(r <= 1.3),
+                       "Lease round trip, %s, host arena through the request lane "
+                       "(acquire+touch+release; librocmmem's defaults)" % name, "us", p["daemon"],
+                       floor, r, "p50 <= 1.3x floor", verdict(r <= 1.3),
                        note=no_arena or "vs the floor without an fd: %.2f; vs the floor doing "
-                       "the arena's kernel work (punch, one fault): %.2f"
-                       % (p["ratio_p50_vs_floor_no_fd"], p["ratio_p50_vs_floor_with_arena_work"])))
+                       "the arena's kernel work (punch, one fault): %.2f%s"
+                       % (p["ratio_p50_vs_floor_no_fd"], p["ratio_p50_vs_floor_with_arena_work"],
+                          lane)))
         t = p["daemon_p99_over_p50"]
         out.append(fig("roundtrip", "roundtrip.%s.tail" % name,
                        "Lease round trip tail, %s, host arena: p99 / p50" % name, "ratio",
                        p["daemon"], None, t, "p99 <= 2x p50", verdict(t <= 2.0),
                        note="the floor's own p99/p50 in the same run: %.2f"
                        % p["floor_p99_over_p50"]))
+        if "daemon_socket" in p:
+            out.append(fig("roundtrip", "roundtrip.%s.socket.p50" % name,
+                           "Lease round trip, %s, host arena on the socket alone (before the "
+                           "lane: ROCMMEM_LANE=0)" % name, "us", p["daemon_socket"], floor,
+                           p["socket_ratio_p50"], "(before; the lane row above is after)", "info",
+                           note="p99/p50 %.2f; through the lane p50 / socket-only p50: %.2f"
+                           % (p["socket_p99_over_p50"], p["lane_over_socket_p50"])))
+        if "floor_lane" in p:
+            out.append(fig("roundtrip", "roundtrip.%s.vs_lane_floor" % name,
+                           "Lease round trip vs the lane floor (the floor's two round trips "
+                           "through a shared page: eventfd doorbell, futex wait and wake, no fd), "
+                           "%s" % name, "us", p["daemon"],
+                           ("lane page, 2 round trips, no fd", p["floor_lane"]),
+                           p["ratio_p50_vs_floor_lane"],
+                           "(no target: what rocmmemd and librocmmem add beyond the lane's own "
+                           "IPC)", "info",
+                           note="the lane floor itself: %.2fx the raw socket floor"
+                           % p["floor_lane_ratio_p50"]))
         if "daemon_per_lease" in p:
             r = p["per_lease_ratio_p50"]
             out.append(fig("roundtrip", "roundtrip.%s.per_lease.p50" % name,
@@ -281,8 +302,11 @@ def figures_roundtrip(d):
                            p["ratio_p50_vs_floor_epoll"],
                            "(no target: what rocmmemd and librocmmem add beyond serving many "
                            "sockets)", "info",
-                           note="the epoll server itself: %.2fx the raw floor"
-                           % p["floor_epoll_ratio_p50"]))
+                           note="the epoll server itself: %.2fx the raw floor%s"
+                           % (p["floor_epoll_ratio_p50"], "; the round trip on the socket alone "
+                              "(ROCMMEM_LANE=0) over it: %.2f" % bench_ratio(
+                                  p["daemon_socket"]["p50"], p["floor_epoll"]["p50"])
+                              if "daemon_socket" in p else "")))
     return out
 
 
@@ -595,6 +619,14 @@ def perf_by_dso(data):
     return rows
 
 
+# The clients bench_roundtrip profiles: (key in the profile, file prefix, what the report says).
+PROFILED = (("", ""), ("socket_", "socket-"), ("per_lease_", "per-lease-"))
+PROFILED_WHAT = {"": "arena client through the request lane (librocmmem's defaults)",
+                 "socket_": "arena client on the socket alone (ROCMMEM_LANE=0)",
+                 "per_lease_": "per-lease client on the socket alone (ROCMMEM_HOST_ARENA=0, "
+                 "ROCMMEM_LANE=0: the design before issue 18)"}
+
+
 def profiles(results, profile_dir):
     prof = {}
     rt = results.get("roundtrip", {}).get("data") or {}
@@ -602,8 +634,9 @@ def profiles(results, profile_dir):
     if p:
         ops = max(p.get("ops", 1), 1)
         prof["roundtrip_ops"] = ops
-        # The arena client's (as before: "strace-daemon.txt"), then the per-lease client's.
-        for key, pre in (("", ""), ("per_lease_", "per-lease-")):
+        # The arena client's through the lane (as before: "strace-daemon.txt"), the same on
+        # the socket alone, then the per-lease client's.
+        for key, pre in PROFILED:
             if p.get("strace"):
                 for side in ("daemon", "client"):
                     path = os.path.join(profile_dir, "%sstrace-%s.txt" % (pre, side))
@@ -756,28 +789,89 @@ def _roundtrip_gap(rt, prof):
             "floor. rocmmemd does less of it in this loop: a range its client releases and "
             "leases again at the same size within 250 ms stays warm (neither punched nor "
             "faulted again), so that floor is an upper reference, and rocmmemd through an arena "
-            "is %.2fx it (%.2fx the bare floor). What it adds: daemon CPU %.1f us per round "
-            "trip against that floor server's %.1f, librocmmem's %.1f against its client's %.1f"
+            "and the request lane is %.2fx it (%.2fx the bare floor). What it adds: daemon CPU "
+            "%.1f us per round trip against that floor server's %.1f, librocmmem's %.1f against "
+            "its client's %.1f"
             % (kernel, p["ratio_p50_vs_floor_with_arena_work"], p["ratio_p50"],
                c.get("daemon_server", 0), c.get("floor_with_arena_work_server", 0),
                c.get("daemon_client", 0), c.get("floor_with_arena_work_client", 0)))
+    if "floor_lane" in p:
+        text += ("; the lane floor (the same two round trips with no fd, through a page the two "
+                 "processes share: the client writes the request, writes the eventfd and waits "
+                 "on a futex; the server, woken by epoll_wait, reads the eventfd, copies the "
+                 "request out, writes the reply and wakes the client) is %.2fx the floor, and "
+                 "rocmmemd through the lane %.2fx it: daemon CPU %.1f us per round trip against "
+                 "the lane floor server's %.1f, librocmmem %.1f against its client's %.1f"
+                 % (p["floor_lane_ratio_p50"], p["ratio_p50_vs_floor_lane"],
+                    c.get("daemon_server", 0), c.get("floor_lane_server", 0),
+                    c.get("daemon_client", 0), c.get("floor_lane_client", 0)))
+    if "daemon_socket" in p:
+        text += ("; the same client on the socket alone (ROCMMEM_LANE=0: every request a "
+                 "sendmsg and its reply a recvmsg, as before the lane) is %.2fx the floor, and "
+                 "the round trip through the lane %.2fx that one"
+                 % (p["socket_ratio_p50"], p["lane_over_socket_p50"]))
     if prof.get("strace_daemon"):
-        text += ("; system calls per round trip: the daemon %.0f (an epoll_wait per request, a "
-                 "second recvmsg per request that finds nothing: the read loop drains the "
-                 "socket, which reading one packet per wake-up made slower, not faster), the "
-                 "floor server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f (a blocking "
-                 "recvmsg under SO_RCVTIMEO, no poll), the floor client 4"
+        text += ("; system calls per round trip through the lane: the daemon %.0f (per request "
+                 "an epoll_wait, the doorbell's eventfd read and a futex wake; the bytes move "
+                 "through the page), the lane floor's server 6 (the same three per request); "
+                 "librocmmem %.0f (per request the doorbell's eventfd write and a futex wait on "
+                 "the reply's seq, skipped when the reply is already there), the lane floor's "
+                 "client at most 4 (the same two per request)"
                  % (_syscalls(prof["strace_daemon"]), _syscalls(prof.get("strace_client"))))
+    if prof.get("socket_strace_daemon"):
+        text += ("; on the socket alone: the daemon %.0f (an epoll_wait per request, a second "
+                 "recvmsg per request that finds nothing: the read loop drains the socket, "
+                 "which reading one packet per wake-up made slower, not faster), the arena-work "
+                 "floor's server 5 (2 recvmsg, 2 sendmsg, the punch); librocmmem %.0f (a "
+                 "blocking recvmsg under SO_RCVTIMEO, no poll), the floor client 4"
+                 % (_syscalls(prof["socket_strace_daemon"]),
+                    _syscalls(prof.get("socket_strace_client"))))
     if "floor_epoll" in p:
-        text += ("; an event loop answering the floor's own ping-pong with the daemon's system "
-                 "calls (epoll_wait, then receive until the socket is empty) is %.2fx the floor, "
-                 "and rocmmemd %.2fx that event loop: daemon CPU %.1f us per round trip against "
-                 "its %.1f, librocmmem %.1f against the raw client's %.1f"
-                 % (p["floor_epoll_ratio_p50"], p["ratio_p50_vs_floor_epoll"],
-                    c.get("daemon_server", 0), c.get("floor_epoll_server", 0),
-                    c.get("daemon_client", 0), c.get("floor_epoll_client", 0)))
+        sock = "daemon_socket" if "daemon_socket" in p else "daemon"
+        text += ("; an event loop answering the floor's own ping-pong with the daemon's socket "
+                 "system calls (epoll_wait, then receive until the socket is empty) is %.2fx "
+                 "the floor, and rocmmemd on the socket %.2fx that event loop: daemon CPU %.1f "
+                 "us per round trip against its %.1f, librocmmem %.1f against the raw client's "
+                 "%.1f"
+                 % (p["floor_epoll_ratio_p50"],
+                    bench_ratio(p[sock]["p50"], p["floor_epoll"]["p50"]) or 0,
+                    c.get(sock + "_server", 0), c.get("floor_epoll_server", 0),
+                    c.get(sock + "_client", 0), c.get("floor_epoll_client", 0)))
     return text + (". The rest is user space: protobuf, libuv, the books and the state file "
-                   "record, policy, events (perf above).")
+                   "record, policy, events (perf below).")
+
+
+def _roundtrip_table(rt):
+    """The round trip's table: each subject's p50, the CPU and switches per operation."""
+    def both(c, keys):
+        return " / ".join(us(c.get(k)) for k in keys)
+
+    t = ["Where a lease round trip's time goes (same run, p50 in us; CPU and context switches "
+         "per operation; \"lane\": through the request lane, librocmmem's default; \"socket\": "
+         "a connection made with ROCMMEM_LANE=0):", "",
+         "| placement | floor | floor, no fd | floor, lane | floor + arena work | floor + "
+         "per-lease memory work | rocmmemd, arena, lane | rocmmemd, arena, socket | rocmmemd, "
+         "per lease | rocmmemd arena, log warn | daemon CPU (lane / socket / per lease) | floor "
+         "server CPU (socket / lane) | client CPU (lane / socket / per lease) | floor client CPU "
+         "(socket / lane) | daemon switches/op (lane / socket) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in rt.get("placements", []):
+        c = p["cpu_us_per_op"]
+        s = p.get("context_switches_per_op", {})
+        t.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |"
+                 % (p["name"], us(p["floor"]["p50"]), us(p.get("floor_no_fd", {}).get("p50")),
+                    us(p.get("floor_lane", {}).get("p50")),
+                    us(p.get("floor_with_arena_work", {}).get("p50")),
+                    us(p["floor_with_memory_work"]["p50"]), us(p["daemon"]["p50"]),
+                    us(p.get("daemon_socket", {}).get("p50")),
+                    us(p.get("daemon_per_lease", {}).get("p50")),
+                    us(p.get("daemon_log_warn", {}).get("p50")),
+                    both(c, ("daemon_server", "daemon_socket_server", "daemon_per_lease_server")),
+                    both(c, ("floor_server", "floor_lane_server")),
+                    both(c, ("daemon_client", "daemon_socket_client", "daemon_per_lease_client")),
+                    both(c, ("floor_client", "floor_lane_client")),
+                    num(s.get("daemon_server")), num(s.get("daemon_socket_server"))))
+    return t
 
 
 def explain(results, prof):
@@ -786,27 +880,7 @@ def explain(results, prof):
     rt = (results.get("roundtrip") or {}).get("data")
     if rt:
         t = []
-        t.append("Where a lease round trip's time goes (same run, p50 in us; CPU and context "
-                 "switches per operation):")
-        t.append("")
-        t.append("| placement | floor | floor, no fd | floor + arena work | floor + per-lease "
-                 "memory work | rocmmemd, arena | rocmmemd, per lease | rocmmemd arena, log warn "
-                 "| daemon CPU (arena / per lease) | floor server CPU | client CPU (arena / per "
-                 "lease) | client CPU (floor) | daemon switches/op |")
-        t.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for p in rt.get("placements", []):
-            c = p["cpu_us_per_op"]
-            s = p.get("context_switches_per_op", {})
-            t.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s | %s |"
-                     % (p["name"], us(p["floor"]["p50"]), us(p.get("floor_no_fd", {}).get("p50")),
-                        us(p.get("floor_with_arena_work", {}).get("p50")),
-                        us(p["floor_with_memory_work"]["p50"]), us(p["daemon"]["p50"]),
-                        us(p.get("daemon_per_lease", {}).get("p50")),
-                        us(p.get("daemon_log_warn", {}).get("p50")),
-                        us(c.get("daemon_server")), us(c.get("daemon_per_lease_server")),
-                        us(c.get("floor_server")), us(c.get("daemon_client")),
-                        us(c.get("daemon_per_lease_client")), us(c.get("floor_client")),
-                        num(s.get("daemon_server"))))
+        t.extend(_roundtrip_table(rt))
         gap = _roundtrip_gap(rt, prof)
         if gap:
             t.append("")
@@ -817,7 +891,8 @@ def explain(results, prof):
             t.append("The kernel work a lease needs, timed alone in the same rounds (p50 / p99 "
                      "us): " + "; ".join("%s %s / %s" % (k.replace("_", " "), us(v["p50"]),
                                                            us(v["p99"])) for k, v in pcs.items()))
-        for key, what in (("", "arena client"), ("per_lease_", "per-lease client")):
+        for key, _ in PROFILED:
+            what = PROFILED_WHAT[key]
             if prof.get(key + "strace_daemon"):
                 t.append("")
                 t.append("System calls per lease round trip, %s (strace -c over %d operations): "
@@ -899,17 +974,26 @@ def explain(results, prof):
 
 
 ROUNDTRIP_READING = """Reading: the floor is the IPC alone (two round trips, the grant \
-carrying one fd, packets as large as the daemon's); "floor, no fd" the same without the fd. A \
-lease also needs the kernel's memory work. Through the client's arena (librocmmem's default, \
-docs/protocol.md "Host arenas") the arena's memfd is sent and mapped once; a lease is an offset, \
-its work one page fault at first touch and, at release, a hole punch in the daemon: "floor + \
-arena work" does exactly that over the raw ping-pong. Through a memfd per lease (a connection \
-made with ROCMMEM_HOST_ARENA=0: the compatibility path, and every host lease before arenas) the \
-daemon creates, sizes and seals a memfd per lease and punches and closes it at release, and the \
-client maps it 2 MiB aligned and unmaps it: "floor + per-lease memory work". rocmmemd over the \
-matching floor is what the daemon and the library add (protobuf, libuv, the books and the state \
-file record, policy, events). Both daemon rows are one daemon, two connections, batches \
-interleaved."""
+carrying one fd, packets as large as the daemon's); "floor, no fd" the same without the fd; \
+"floor, lane" the same two round trips with no fd through a 4 KiB page shared by the two \
+processes, with the request lane's system calls (docs/protocol.md "The request lane"): the \
+client writes the request into the page, writes an eventfd and waits on a futex; the server, \
+woken by epoll_wait, reads the eventfd, copies the request out, writes the reply and wakes the \
+client. A lease also needs the kernel's memory work. Through the client's arena (librocmmem's \
+default, docs/protocol.md "Host arenas") the arena's memfd is sent and mapped once; a lease is \
+an offset, its work one page fault at first touch and, at release, a hole punch in the daemon: \
+"floor + arena work" does exactly that over the raw ping-pong. librocmmem sends its requests \
+through the lane by default: "rocmmemd, arena, lane" is that path (the arena's first grant, \
+which carries its memfd, comes on the socket); "rocmmemd, arena, socket" is the same client on a \
+connection made with ROCMMEM_LANE=0, every request and reply on the socket as before the lane. \
+Through a memfd per lease (a connection made with ROCMMEM_HOST_ARENA=0: the compatibility path, \
+and every host lease before arenas) the daemon creates, sizes and seals a memfd per lease and \
+punches and closes it at release, and the client maps it 2 MiB aligned and unmaps it: "floor + \
+per-lease memory work" (that connection is made with ROCMMEM_LANE=0 too: the design before \
+issue 18, every request on the socket). rocmmemd over the matching floor is \
+what the daemon and the library add (protobuf, libuv, the books and the state file record, \
+policy, events). The lane, socket and per-lease rows are one daemon, three connections, \
+batches interleaved; the profiles (strace, perf) are of the same three connections."""
 
 THROUGHPUT_READING = """Reading: both servers answer the same client code with replies of the \
 same sizes (the echo server replays what rocmmemd sent for each kind of request in this run, \

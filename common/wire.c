@@ -3,6 +3,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -94,9 +95,11 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fds, unsigned *nfds, int
 	int err;
 
 	*nfds = 0;
+	/* A blocking receive interrupted by a signal returns: its caller may have a deadline, and
+	 * the socket's timeout (SO_RCVTIMEO) would start again from the beginning. */
 	do {
 		n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
+	} while (n < 0 && errno == EINTR && (flags & MSG_DONTWAIT));
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	err = collect_fds(&msg, fds, nfds);
@@ -120,4 +123,34 @@ ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap)
 	if (need > cap || need > WIRE_MAX_FRAME)
 		return -EMSGSIZE;
 	return (ssize_t)protobuf_c_message_pack(msg, buf);
+}
+
+/* A protobuf-c output buffer that fills buf up to cap and notes what did not fit. */
+struct bounded {
+	ProtobufCBuffer base;
+	uint8_t *buf;
+	size_t cap, len;
+	bool over;
+};
+
+static void bounded_append(ProtobufCBuffer *out, size_t len, const uint8_t *data)
+{
+	struct bounded *b = (struct bounded *)out;
+
+	if (b->over || len > b->cap - b->len) {
+		b->over = true;
+		return;
+	}
+	memcpy(b->buf + b->len, data, len);
+	b->len += len;
+}
+
+ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap)
+{
+	struct bounded b = {.base.append = bounded_append,
+			    .buf = buf,
+			    .cap = cap < WIRE_MAX_FRAME ? cap : WIRE_MAX_FRAME};
+
+	protobuf_c_message_pack_to_buffer(msg, &b.base);
+	return b.over ? -EMSGSIZE : (ssize_t)b.len;
 }

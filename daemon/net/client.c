@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "net/lane_io.h"
 #include "wire.h"
 
 /* Packets handled per wake-up before other clients get their turn. */
 #define CLIENT_BURST 32
 
 static void on_poll(uv_poll_t *handle, int status, int events);
+static void read_packets(struct client *c);
 
 const char *client_label(const struct client *c, char *buf, size_t len)
 {
@@ -129,6 +131,10 @@ void client_destroy(struct client *c)
 	s->client_count--;
 	idtable_remove(&s->conns, c->id);
 	s->hooks.closing(c);
+	if (c->lane) {
+		daemon_lane_close(c->lane);
+		c->lane = NULL;
+	}
 	free_outq(c);
 	svc_holder_gone(&s->svc, c->holder, c->greeted);
 	c->holder = NULL;
@@ -163,8 +169,10 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 		return -EPIPE;
 	if (TAILQ_EMPTY(&c->outq)) {
 		rc = wire_send(c->fd, buf, len, fds, nfds, MSG_DONTWAIT);
-		if (rc == 0)
+		if (rc == 0) {
+			c->tx_packets++;
 			return 0;
+		}
 		if (rc != -EAGAIN) {
 			client_kick(c, "the connection failed");
 			return rc;
@@ -200,6 +208,7 @@ static int send_packet(struct client *c, const uint8_t *buf, size_t len, const i
 		m->fds[m->nfds++] = fd;
 	}
 	TAILQ_INSERT_TAIL(&c->outq, m, link);
+	c->tx_packets++;
 	c->out_bytes += footprint;
 	set_poll_events(c, UV_WRITABLE | UV_DISCONNECT);
 	return 1;
@@ -251,7 +260,30 @@ int client_send_droppable(struct client *c, const uint8_t *buf, size_t len)
 		client_kick(c, "the connection failed");
 		return rc;
 	}
+	c->tx_packets++;
 	return 0;
+}
+
+/*
+ * lane_reply answers the request waiting in c's lane with msg, in the page when it can: no
+ * fds, not a stream, nothing queued before it on the socket (it would overtake that) and
+ * small enough. Returns 0 when answered there; otherwise the lane says "on the socket" and
+ * the caller sends it there (1).
+ */
+static int lane_reply(struct client *c, Rocmmem__Wire__ServerMessage *msg, unsigned nfds)
+{
+	struct daemon_lane *l = c->lane;
+	ssize_t len = -EMSGSIZE;
+
+	if (nfds == 0 && !(msg->reply->has_more && msg->reply->more) && TAILQ_EMPTY(&c->outq))
+		len = wire_pack(&msg->base, daemon_lane_reply_buf(l), LANE_SLOT);
+	if (len > 0) {
+		daemon_lane_answer(l, LANE_REPLY, (size_t)len, c->tx_packets);
+		c->server->svc.counters.lane_requests++;
+		return 0;
+	}
+	daemon_lane_answer(l, LANE_ON_SOCKET, 0, c->tx_packets);
+	return 1;
 }
 
 static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *msg, const int *fds,
@@ -278,6 +310,9 @@ int client_reply(struct client *c, Rocmmem__Wire__Reply *reply, const int *fds, 
 	reply->has_error = true;
 	msg.kind_case = ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY;
 	msg.reply = reply;
+	if (c && !c->closing && !c->kicked && c->lane && c->lane->pending &&
+	    reply->id == c->lane->pending_id && lane_reply(c, &msg, nfds) == 0)
+		return 0;
 	return send_server_message(c, &msg, fds, nfds);
 }
 
@@ -399,8 +434,65 @@ static void read_packets(struct client *c)
 			client_destroy(c);
 			return;
 		}
+		c->rx_packets++;
 		c->server->hooks.packet(c, (size_t)n, fds, nfds);
 	}
+}
+
+/*
+ * on_lane serves the request the doorbell of c's lane rang for, after what the client sent on
+ * the socket before it (so a lane request never overtakes one of the socket's). While replies
+ * wait on the socket it takes none: the client sends it there, behind them (backpressure as on
+ * the socket). A request the handlers do not answer at once (it waits in the queue) is
+ * answered on the socket; the lane is told so.
+ */
+static void on_lane(struct daemon_lane *l)
+{
+	struct client *c = l->data;
+	uint64_t sent;
+	ssize_t n;
+
+	if (c->closing || c->kicked || !daemon_lane_peek(l, &sent))
+		return;
+	if (c->rx_packets < sent && !reading_paused(c))
+		read_packets(c);
+	if (c->closing || c->kicked)
+		return;
+	n = daemon_lane_take(l, c->server->rx, c->server->svc.cfg.limits.max_message);
+	if (n == 0)
+		return;
+	if (n == -EMSGSIZE) {
+		svc_limit_hit(&c->server->svc, c->holder, LIMIT_MESSAGE_SIZE, NULL);
+		client_protocol_error(c, 0, -EMSGSIZE,
+				      "lane request larger than %u bytes (message_size)",
+				      c->server->svc.cfg.limits.max_message);
+		return;
+	}
+	if (n < 0) {
+		client_protocol_error(c, 0, -EBADMSG, "lane request of 0 bytes or over its slot");
+		return;
+	}
+	if (reading_paused(c) || c->rx_packets < sent) {
+		/* Replies wait on the socket, or more came before it than one turn reads: the
+		 * request goes behind them there. */
+		daemon_lane_answer(l, LANE_RESEND, 0, c->tx_packets);
+		return;
+	}
+	c->server->hooks.packet(c, (size_t)n, NULL, 0);
+	if (!c->closing && c->lane && c->lane->pending)
+		daemon_lane_answer(c->lane, LANE_ON_SOCKET, 0, c->tx_packets);
+}
+
+int client_lane_open(struct client *c, int *memfd, int *doorbell)
+{
+	int err;
+
+	if (c->lane)
+		return -EALREADY;
+	err = daemon_lane_open(c->server->loop, on_lane, c, &c->lane, memfd);
+	if (err == 0)
+		*doorbell = c->lane->efd;
+	return err;
 }
 
 static void on_poll(uv_poll_t *handle, int status, int events)

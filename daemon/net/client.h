@@ -18,6 +18,13 @@
 int client_create(struct server *s, int fd, struct peer *peer, struct client **out);
 
 /*
+ * client_lane_open gives c a request lane (common/lane.h): *memfd and *doorbell are what the
+ * hello reply carries to the client; the caller closes *memfd once it is sent (the doorbell
+ * stays the connection's). Returns 0 or a negative errno (no lane).
+ */
+int client_lane_open(struct client *c, int *memfd, int *doorbell);
+
+/*
  * client_destroy reclaims everything the client holds at once and closes the connection; the
  * memory goes when libuv has closed the handle. Safe to call from the client's own callbacks.
  */

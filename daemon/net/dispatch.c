@@ -48,19 +48,25 @@ static void default_name(struct client *c)
 }
 
 /* The holder's feature bits are the wire's. */
-_Static_assert(HOLDER_HOST_ARENA == (unsigned)ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA,
+_Static_assert(HOLDER_HOST_ARENA == (unsigned)ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA &&
+		   HOLDER_LANE == (unsigned)ROCMMEM__WIRE__FEATURE__FEATURE_LANE,
 	       "feature bits");
 
 /*
  * features_taken picks, of the bits a client offers, those this daemon uses with it: a host
- * arena where some device serves host memory. Unknown bits are a newer client's: ignored.
+ * arena where some device serves host memory, and a request lane. Unknown bits are a newer
+ * client's: ignored.
  */
 static uint32_t features_taken(const struct server *s, const Rocmmem__Wire__Hello *hello)
 {
 	uint32_t taken = 0;
 
-	if (!hello->has_features || !(hello->features & HOLDER_HOST_ARENA))
+	if (!hello->has_features)
 		return 0;
+	if (hello->features & HOLDER_LANE)
+		taken |= HOLDER_LANE;
+	if (!(hello->features & HOLDER_HOST_ARENA))
+		return taken;
 	for (unsigned i = 0; i < s->svc.state.ndevices; i++)
 		if (device_keeps_fds(&s->svc.state.devices[i]))
 			taken |= HOLDER_HOST_ARENA;
@@ -72,6 +78,7 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	Rocmmem__Wire__Reply reply = ROCMMEM__WIRE__REPLY__INIT;
 	Rocmmem__Wire__HelloReply body = ROCMMEM__WIRE__HELLO_REPLY__INIT;
 	struct server *s = c->server;
+	int fds[2] = {-1, -1};
 	char why[256];
 	int err = validate_hello(hello, why, sizeof(why));
 
@@ -85,6 +92,11 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 		default_name(c);
 	c->greeted = true;
 	c->holder->features = features_taken(s, hello);
+	/* No lane when one cannot be made (descriptors, memory): the socket serves alone. */
+	if ((c->holder->features & HOLDER_LANE) && client_lane_open(c, &fds[0], &fds[1]) < 0) {
+		c->holder->features &= ~HOLDER_LANE;
+		fds[0] = fds[1] = -1;
+	}
 	handshake_end(&s->handshake, c);
 	body.has_protocol_version = true;
 	body.protocol_version = ROCMMEM_PROTOCOL_VERSION;
@@ -105,7 +117,10 @@ static void handle_hello(struct client *c, uint64_t id, const Rocmmem__Wire__Hel
 	reply.id = id;
 	reply.body_case = ROCMMEM__WIRE__REPLY__BODY_HELLO;
 	reply.hello = &body;
-	client_reply(c, &reply, NULL, 0);
+	client_reply(c, &reply, fds, fds[0] >= 0 ? 2 : 0);
+	/* The lane's memfd is the client's now; the doorbell stays the lane's. */
+	if (fds[0] >= 0)
+		close(fds[0]);
 	svc_holder_hello(&s->svc, c->holder);
 }
 
@@ -398,11 +413,15 @@ static void dispatch(struct client *c, const Rocmmem__Wire__ClientMessage *msg)
 
 void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 {
+	struct wire_arena *arena = &c->server->rx_arena;
 	Rocmmem__Wire__ClientMessage *msg;
 	uint64_t id;
 
-	msg = rocmmem__wire__client_message__unpack(NULL, len, c->server->rx);
+	/* Into the server's arena: nothing keeps a pointer into msg past this function (tags and
+	 * names are copied), and the arena is emptied at its end. */
+	msg = rocmmem__wire__client_message__unpack(&arena->pc, len, c->server->rx);
 	if (!msg) {
+		wire_arena_reset(arena);
 		wire_close_fds(fds, nfds);
 		client_protocol_error(c, 0, -EBADMSG, "could not decode a %zu-byte message", len);
 		return;
@@ -431,7 +450,7 @@ void dispatch_packet(struct client *c, size_t len, int *fds, unsigned nfds)
 	} else {
 		dispatch(c, msg);
 	}
-	rocmmem__wire__client_message__free_unpacked(msg, NULL);
+	wire_arena_reset(arena);
 }
 
 /* conn_drained goes on with what waited for the connection's queue to empty. */
@@ -454,6 +473,7 @@ static void conn_closing(struct client *c)
 
 void dispatch_install(struct server *s)
 {
+	wire_arena_init(&s->rx_arena, s->rx_arena_buf, sizeof(s->rx_arena_buf));
 	s->hooks.packet = dispatch_packet;
 	s->hooks.drained = conn_drained;
 	s->hooks.closing = conn_closing;

@@ -14,6 +14,7 @@
 #ifndef ROCMMEMD_NET_H
 #define ROCMMEMD_NET_H
 
+#include <stdalign.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,10 +28,15 @@
 #include "platform/sampler.h"
 #include "service/service.h"
 #include "wire.h"
+#include "wire_arena.h"
 
 struct bus;
 struct client;
+struct daemon_lane;
 
+/* Bytes a request unpacks into before protobuf-c's allocations go to malloc: every request
+ * but a hostile one fits. */
+#define NET_RX_ARENA_BYTES 4096u
 #define FEED_MIN_INTERVAL_MS 10u
 #define FEED_MAX_INTERVAL_MS 60000u
 /* Events kept for subscribers that fall behind; older ones are dropped for them (counted). */
@@ -148,6 +154,9 @@ struct client {
 	struct peer peer;  /* its pidfd (its identity is the holder's) */
 	bool in_handshake; /* has not said hello yet (handshake.h) */
 	TAILQ_ENTRY(client) handshake_link;
+	struct daemon_lane *lane; /* its request lane (lane_io.h), if it took one at hello */
+	uint64_t rx_packets;	  /* packets received on the socket */
+	uint64_t tx_packets;	  /* packets sent or queued on the socket */
 };
 
 TAILQ_HEAD(client_list, client);
@@ -209,6 +218,9 @@ struct server {
 	/* One buffer each way serves every connection: the loop is single-threaded. */
 	uint8_t rx[WIRE_MAX_FRAME];
 	uint8_t tx[WIRE_MAX_FRAME];
+	/* What the packet being dispatched unpacks into, emptied after it (dispatch_packet). */
+	struct wire_arena rx_arena;
+	alignas(max_align_t) uint8_t rx_arena_buf[NET_RX_ARENA_BYTES];
 };
 
 #endif

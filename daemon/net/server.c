@@ -69,6 +69,7 @@ void server_finish(struct server *s)
 		s->deadline_ready = false;
 	}
 	idtable_finish(&s->conns);
+	wire_arena_finish(&s->rx_arena);
 }
 
 ssize_t server_metrics(const struct server *s, char *buf, size_t cap)

@@ -107,7 +107,7 @@ uint64_t statefile_next_model_id(const struct statefile *sf);
 void statefile_set_next_lease_id(struct statefile *sf, uint64_t next);
 void statefile_set_next_model_id(struct statefile *sf, uint64_t next);
 
-/* statefile_tag copies text into a record's tag, cut to fit. */
+/* statefile_tag copies text into a record's tag, cut to fit (at a character boundary). */
 void statefile_tag(struct statefile_record *r, const char *text);
 
 #endif

@@ -63,18 +63,27 @@ uint64_t policy_evicting_bytes(const struct device *d)
 	return bytes;
 }
 
+/* list_models puts d's models into v (room for d->nmodels); returns how many. */
+static size_t list_models(const struct device *d, struct model **v)
+{
+	struct model *m;
+	size_t n = 0;
+
+	TAILQ_FOREACH (m, &d->models, device_link) {
+		if (n < d->nmodels)
+			v[n++] = m;
+	}
+	return n;
+}
+
 struct model **policy_device_models(const struct device *d, size_t *n)
 {
 	struct model **v = calloc(d->nmodels ? d->nmodels : 1, sizeof(*v));
-	struct model *m;
 
 	*n = 0;
 	if (!v)
 		return NULL;
-	TAILQ_FOREACH (m, &d->models, device_link) {
-		if (*n < d->nmodels)
-			v[(*n)++] = m;
-	}
+	*n = list_models(d, v);
 	return v;
 }
 
@@ -119,20 +128,25 @@ bool policy_fits(const struct device *d, const struct waiter *w)
 	return device_fits(d, policy_need(w)) && !policy_blocked(d, w);
 }
 
+/* The models policy_impossible lists on its stack: every request asks it, mostly with none. */
+#define MODELS_ON_STACK 16u
+
 int policy_impossible(const struct device *d, const struct waiter *w, uint64_t need, char *why,
 		      size_t why_len)
 {
+	struct model *small[MODELS_ON_STACK], **v = small;
 	struct placement_request r;
-	struct model **v;
 	size_t n;
 	int rc;
 
 	policy_request_of(d, w, need, &r);
-	v = policy_device_models(d, &n);
-	if (!v)
+	if (d->nmodels <= MODELS_ON_STACK)
+		n = list_models(d, small);
+	else if (!(v = policy_device_models(d, &n)))
 		return 0;
 	rc = placement_impossible(&r, v, n, d->budget, why, why_len);
-	free(v);
+	if (v != small)
+		free(v);
 	return rc;
 }
 

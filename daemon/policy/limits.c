@@ -71,7 +71,7 @@ void fd_caps_compute(uint64_t fd_limit, uint64_t fd_own, const struct limits *l,
 	out->limit = fd_limit;
 	out->own = fd_own;
 	room = out->limit > out->own ? out->limit - out->own : 0;
-	out->connections = 3 * (uint64_t)l->max_clients;
+	out->connections = LIMITS_FDS_PER_CONNECTION * (uint64_t)l->max_clients;
 	if (out->connections > room / 2)
 		out->connections = room / 2;
 	out->total = room - out->connections;

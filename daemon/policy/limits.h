@@ -55,17 +55,19 @@ void limit_value(const struct limits *l, uint64_t fd_limit, enum limit_id id, ui
 
 /*
  * What the daemon's descriptor limit allows. Each host lease keeps one fd (its memfd) in the
- * daemon for its whole life; each connection costs up to three (its socket, a pidfd, and a
- * lease's fd while its grant waits to be sent). Of the limit L (RLIMIT_NOFILE at start):
+ * daemon for its whole life; each connection costs up to LIMITS_FDS_PER_CONNECTION (its
+ * socket, a pidfd, its request lane's doorbell, and a lease's fd while its grant waits to be
+ * sent). Of the limit L (RLIMIT_NOFILE at start):
  *   own         = the fds open at start + LIMITS_FD_SLACK (the state file, metrics writes,
  *                 the runtime's files, the spare descriptor kept for refusing connections)
  *   room        = L - own
- *   connections = min(3 x the clients limit, room / 2)
+ *   connections = min(4 x the clients limit, room / 2)
  *   total       = room - connections: host leases of every client together
  *   per_uid     = total / 2: of one uid's connections, and of one connection
  * so that no user can use up what other users' connections and leases need.
  */
 #define LIMITS_FD_SLACK 64u
+#define LIMITS_FDS_PER_CONNECTION 4u
 
 struct fd_caps {
 	uint64_t limit, own, connections, total, per_uid;

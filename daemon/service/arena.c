@@ -135,7 +135,8 @@ static void warm_arm(struct svc *svc, struct holder *h)
 {
 	uint64_t oldest = UINT64_MAX;
 
-	for (unsigned i = 0; i < BACKEND_MAX_DEVICES; i++)
+	/* Arenas exist on the daemon's devices only (twice per lease: not all the slots). */
+	for (unsigned i = 0; i < svc->state.ndevices; i++)
 		if (h->arena[i] && h->arena[i]->nwarm && h->arena[i]->warm[0].since_ms < oldest)
 			oldest = h->arena[i]->warm[0].since_ms;
 	if (oldest == UINT64_MAX) {
@@ -218,7 +219,7 @@ int svc_arena_take(struct svc *svc, struct holder *h, const struct svc_grant *q,
 		svc->state.arena_fallbacks++;
 		return 0;
 	}
-	l = calloc(1, sizeof(*l));
+	l = lease_table_new(&svc->state.leases);
 	err = l ? lease_table_add(&svc->state.leases, l) : -ENOMEM;
 	if (err) {
 		free(l);

@@ -25,6 +25,7 @@ struct counters {
 	uint64_t peers_refused;	    /* connections from users and groups not allowed */
 	uint64_t requests_refused;  /* requests refused with -EPERM: not the owner, not an admin */
 	uint64_t undeclared;	    /* clients found using more than they declared */
+	uint64_t lane_requests;	    /* requests answered in a request lane (net/lane_io.h) */
 };
 
 /* counters_subscribe has k count b's events from now on. Returns 0 or -ENOSPC. */

@@ -121,7 +121,7 @@ static void lease_destroy(struct svc *svc, struct lease *l, bool keep_warm)
 	} else {
 		svc_free_allocation(svc, l->device, &l->alloc);
 	}
-	free(l);
+	lease_table_dispose(&svc->state.leases, l);
 }
 
 void svc_lease_destroy(struct svc *svc, struct lease *l)
@@ -245,7 +245,7 @@ static void grant_done(struct job *job)
 		svc->pump(svc);
 		goto out;
 	}
-	l = calloc(1, sizeof(*l));
+	l = lease_table_new(&svc->state.leases);
 	err = l ? lease_table_add(&svc->state.leases, l) : -ENOMEM;
 	if (err) {
 		free(l);

@@ -332,6 +332,9 @@ static void out_counters(struct out *o, const struct counters *k)
 	    {{"rocmmemd_undeclared_use_total", "counter",
 	      "Times a client's measured memory crossed its declaration and tolerance.", 0},
 	     k->undeclared},
+	    {{"rocmmemd_lane_requests_total", "counter",
+	      "Requests answered through a connection's request lane instead of its socket.", 0},
+	     k->lane_requests},
 	};
 
 	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++) {

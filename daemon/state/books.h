@@ -178,6 +178,7 @@ struct holder {
 
 /* Holder feature bits: the wire's Feature numbers (net/ checks). */
 #define HOLDER_HOST_ARENA 1u
+#define HOLDER_LANE 2u /* a request lane (net/lane_io.h) */
 
 /* One uid's holders. */
 struct uid_account {

@@ -12,14 +12,24 @@
 #include "base/idtable.h"
 #include "version.h"
 
+/* Released leases kept for the next grants: a lease is made and freed per request. */
+#define LEASE_SPARES 8u
+
 /* Leases by id (daemon/base/idtable.c): ids in grant order, never reused. */
 struct lease_table {
 	struct idtable ids;
+	struct lease *spare[LEASE_SPARES];
+	unsigned nspare;
 };
 
 void lease_table_init(struct lease_table *t);
-/* lease_table_finish frees the index; the table must be empty. */
+/* lease_table_finish frees the index and the spare leases; the table must be empty. */
 void lease_table_finish(struct lease_table *t);
+/* lease_table_new returns a zeroed lease, a spare one if there is one, or NULL. Give it back
+ * with lease_table_dispose (or free). */
+struct lease *lease_table_new(struct lease_table *t);
+/* lease_table_dispose frees l (removed from the table already), or keeps it as a spare. */
+void lease_table_dispose(struct lease_table *t, struct lease *l);
 /* lease_table_add gives l a fresh id and indexes it. Returns 0, -ENOMEM or -EOVERFLOW. */
 int lease_table_add(struct lease_table *t, struct lease *l);
 /* lease_table_find returns the live lease with this id or NULL. */

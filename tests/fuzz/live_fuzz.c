@@ -4,7 +4,10 @@
  * corpus bit-flipped, cut, stretched, spliced, with stray fds, oversized, with hello twice or
  * never, while a well-behaved librocmmem client keeps acquiring, writing and releasing. Every
  * thousand packets, and at the end, the fuzzing connections close and the daemon must be
- * alive, serve, and be back to its fd baseline with nothing leased.
+ * alive, serve, and be back to its fd baseline with nothing leased. Connections that took a
+ * request lane at hello send half their packets through it instead (common/lane.h), with the
+ * length and the count of socket packets sent before sometimes lied about, and ring the
+ * doorbell now and then for nothing.
  *
  * ROCMMEM_LIVE_FUZZ_SEED=N replays a run (the seed is printed first); ROCMMEM_LIVE_FUZZ_ITERATIONS
  * and ROCMMEM_LIVE_FUZZ_SECONDS bound it (defaults 20000 packets, 6 s, whichever comes first). To
@@ -30,6 +33,7 @@
 #include <cmocka.h>
 
 #include "hostile.h"
+#include "lane.h"
 #include "version.h"
 #include "wire.h"
 
@@ -96,13 +100,17 @@ static void load_seeds(void)
 /* What the fuzzing connections send, and what came back. */
 struct stats {
 	unsigned long sent, refused_send, replies, errors, grants, events, reconnects, fds_sent;
-	unsigned long ops, ops_refused;
+	unsigned long ops, ops_refused, lane;
 };
 static struct stats st;
 
 struct conn {
 	int fd; /* -1: closed */
 	bool greeted;
+	struct lane_page *lane; /* its request lane, or NULL */
+	int memfd, doorbell;
+	uint32_t seq;	    /* req.seq of its latest lane request */
+	unsigned long sent; /* packets sent on its socket */
 };
 static struct conn conns[LIVE_CONNECTIONS];
 
@@ -207,18 +215,69 @@ static int send_fds(int sock, const void *buf, size_t len, unsigned nfds)
 	return n < 0 ? -errno : 0;
 }
 
-/* open_conn (re)opens c, greeting the daemon most of the time: the rest never say hello. */
+/* close_conn closes c and its lane. */
+static void close_conn(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	if (c->lane) {
+		lane_unmap(c->lane);
+		close(c->memfd);
+		close(c->doorbell);
+		c->lane = NULL;
+	}
+}
+
+/* open_conn (re)opens c, greeting the daemon most of the time: the rest never say hello. Half
+ * of those that do take a request lane. */
 static void open_conn(struct conn *c)
 {
+	close_conn(c); /* the lane of a connection the daemon closed */
 	c->fd = hostile_connect();
 	c->greeted = below(5) != 0;
+	c->sent = 0;
 	st.reconnects++;
 	if (c->greeted) {
+		bool lane = below(2) == 0;
+		int fds[WIRE_MAX_FDS];
+		unsigned nfds = 0;
 		char name[32];
 
 		snprintf(name, sizeof(name), "fuzz-%u", (unsigned)below(1000));
-		assert_int_equal(harness_raw_hello(c->fd, ROCMMEM_PROTOCOL_VERSION, name), 0);
+		assert_int_equal(harness_raw_hello_fds(c->fd, ROCMMEM_PROTOCOL_VERSION, name, lane,
+						       ROCMMEM__WIRE__FEATURE__FEATURE_LANE, NULL,
+						       fds, &nfds),
+				 0);
+		c->sent = 1;
+		if (nfds == 2) {
+			c->memfd = fds[0];
+			c->doorbell = fds[1];
+			c->lane = lane_map(c->memfd);
+			assert_non_null(c->lane);
+			c->seq = atomic_load(&c->lane->rep.seq);
+		} else {
+			assert_int_equal(nfds, 0);
+		}
 	}
+}
+
+/*
+ * send_lane puts a mutated packet in c's lane and rings: its true length most of the time,
+ * else any; the socket packets sent before it truly counted most of the time, else any. A
+ * ring for nothing (the same seq) now and then. Returns 0 or a negative errno.
+ */
+static int send_lane(struct conn *c, const uint8_t *buf, size_t len)
+{
+	uint64_t one = 1;
+
+	memcpy(c->lane->req_data, buf, len < LANE_SLOT ? len : LANE_SLOT);
+	c->lane->req.len = below(8) ? (uint32_t)len : (uint32_t)rng();
+	c->lane->req.id = below(4) ? 1 + below(1000) : rng();
+	c->lane->req.sock_sent = below(8) ? c->sent : below(64);
+	if (below(16))
+		atomic_store(&c->lane->req.seq, ++c->seq);
+	return write(c->doorbell, &one, sizeof(one)) == (ssize_t)sizeof(one) ? 0 : -errno;
 }
 
 /* The mutations, each applied to a copy of a seed in buf (cap WIRE_MAX_FRAME * 2). */
@@ -292,12 +351,9 @@ static size_t mutate(uint8_t *buf, size_t cap, unsigned *nfds, unsigned *how)
 static void close_all(void)
 {
 	for (int i = 0; i < LIVE_CONNECTIONS; i++) {
-		if (conns[i].fd >= 0) {
+		if (conns[i].fd >= 0)
 			drain(&conns[i]);
-			if (conns[i].fd >= 0)
-				close(conns[i].fd);
-		}
-		conns[i].fd = -1;
+		close_conn(&conns[i]);
 	}
 }
 
@@ -394,8 +450,10 @@ static void test_live_fuzz(void **state)
 	print_message("live_fuzz: seed %lu (ROCMMEM_LIVE_FUZZ_SEED=%lu reproduces this run)\n",
 		      seed, seed);
 	load_seeds();
-	for (int c = 0; c < LIVE_CONNECTIONS; c++)
+	for (int c = 0; c < LIVE_CONNECTIONS; c++) {
 		conns[c].fd = -1;
+		conns[c].lane = NULL;
+	}
 	client = harness_connect(&hostile.d, "well-behaved");
 	open_strays();
 	for (i = 0; i < iterations && harness_now_ms() < deadline; i++) {
@@ -416,14 +474,21 @@ static void test_live_fuzz(void **state)
 				print_message(" %02x", buf[b]);
 			print_message("\n");
 		}
-		rc = send_fds(c->fd, buf, len, nfds);
-		if (rc == -EPIPE || rc == -ECONNRESET) {
-			/* Dropped for the previous packet: this one goes on a new connection. */
-			drain(c);
-			if (c->fd >= 0)
-				close(c->fd);
-			open_conn(c);
+		if (c->lane && nfds == 0 && len <= LANE_SLOT && below(2)) {
+			rc = send_lane(c, buf, len);
+			st.lane++;
+		} else {
 			rc = send_fds(c->fd, buf, len, nfds);
+			if (rc == -EPIPE || rc == -ECONNRESET) {
+				/* Dropped for the previous packet: this one goes on a new
+				 * connection. */
+				drain(c);
+				close_conn(c);
+				open_conn(c);
+				rc = send_fds(c->fd, buf, len, nfds);
+			}
+			if (rc == 0)
+				c->sent++;
 		}
 		if (rc == 0) {
 			st.sent++;
@@ -446,11 +511,12 @@ static void test_live_fuzz(void **state)
 	}
 	close_all();
 	rocmmem_disconnect(client);
-	print_message("live_fuzz: %lu packets (%lu sent, %lu not taken, %lu fds), %lu replies "
-		      "(%lu errors, %lu grants), %lu events, %lu connections, %lu well-behaved "
-		      "operations (%lu timed out)\n",
-		      i, st.sent, st.refused_send, st.fds_sent, st.replies, st.errors, st.grants,
-		      st.events, st.reconnects, st.ops, st.ops_refused);
+	print_message(
+	    "live_fuzz: %lu packets (%lu sent, %lu through a lane, %lu not taken, %lu "
+	    "fds), %lu replies (%lu errors, %lu grants), %lu events, %lu connections, %lu "
+	    "well-behaved operations (%lu timed out)\n",
+	    i, st.sent, st.lane, st.refused_send, st.fds_sent, st.replies, st.errors, st.grants,
+	    st.events, st.reconnects, st.ops, st.ops_refused);
 	assert_true(st.sent > i / 2);
 	check_probe();
 	hostile_assert_healthy();

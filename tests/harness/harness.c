@@ -266,6 +266,29 @@ int harness_daemon_halt(struct daemon_proc *d, long timeout_ms)
 	return rc;
 }
 
+struct daemon_proc harness_group;
+const char *const *harness_group_args;
+
+int harness_group_setup(void **state)
+{
+	(void)state;
+	return harness_daemon_start(&harness_group, harness_group_args);
+}
+
+int harness_group_teardown(void **state)
+{
+	(void)state;
+	return harness_daemon_stop(&harness_group) == 0 ? 0 : -1;
+}
+
+int harness_case_idle(void **state)
+{
+	(void)state;
+	if (!harness_daemon_alive(&harness_group))
+		return -1;
+	return harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
+}
+
 int harness_daemon_stop(struct daemon_proc *d)
 {
 	int rc = harness_daemon_halt(d, HARNESS_WAIT_MS);
@@ -533,6 +556,12 @@ int harness_raw_hello(int fd, uint32_t version, const char *name)
 int harness_raw_hello_features(int fd, uint32_t version, const char *name, bool has_features,
 			       uint32_t features)
 {
+	return harness_raw_hello_fds(fd, version, name, has_features, features, NULL, NULL, NULL);
+}
+
+int harness_raw_hello_fds(int fd, uint32_t version, const char *name, bool has_features,
+			  uint32_t features, uint32_t *taken, int *fds, unsigned *nfds)
+{
 	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
 	Rocmmem__Wire__Hello hello = ROCMMEM__WIRE__HELLO__INIT;
 	Rocmmem__Wire__ServerMessage *reply;
@@ -547,11 +576,19 @@ int harness_raw_hello_features(int fd, uint32_t version, const char *name, bool 
 	msg.id = 1;
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &hello;
+	if (nfds)
+		*nfds = 0;
 	if (harness_raw_send(fd, &msg, NULL, 0) < 0)
 		return -EPIPE;
-	reply = harness_raw_recv(fd, HARNESS_WAIT_MS, NULL, NULL, NULL);
-	if (reply && reply->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY)
+	reply = harness_raw_recv(fd, HARNESS_WAIT_MS, NULL, fds, nfds);
+	if (reply && reply->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND_REPLY) {
 		err = reply->reply->has_error ? reply->reply->error : 0;
+		if (taken)
+			*taken = reply->reply->body_case == ROCMMEM__WIRE__REPLY__BODY_HELLO &&
+					 reply->reply->hello->has_features
+				     ? reply->reply->hello->features
+				     : 0;
+	}
 	if (reply)
 		rocmmem__wire__server_message__free_unpacked(reply, NULL);
 	return err;

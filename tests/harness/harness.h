@@ -57,6 +57,18 @@ int harness_daemon_stop(struct daemon_proc *d);
  */
 int harness_daemon_restart(struct daemon_proc *d, const char *const *extra_args);
 
+/*
+ * One daemon for a group of test cases (cmocka's group fixtures): the file sets
+ * harness_group_args before cmocka_run_group_tests(tests, harness_group_setup,
+ * harness_group_teardown); each case uses harness_group and ends with harness_case_idle, which
+ * fails it unless the daemon is alive with nothing leased.
+ */
+extern struct daemon_proc harness_group;
+extern const char *const *harness_group_args;
+int harness_group_setup(void **state);
+int harness_group_teardown(void **state);
+int harness_case_idle(void **state);
+
 /* How harness_daemon_spawn runs the daemon, beyond its arguments. */
 struct harness_exec {
 	const char *const *wrapper; /* NULL, or a NULL-terminated argv the daemon runs under
@@ -175,6 +187,14 @@ int harness_raw_hello(int fd, uint32_t version, const char *name);
 /* harness_raw_hello_features says hello offering features (Hello.features) when has_features. */
 int harness_raw_hello_features(int fd, uint32_t version, const char *name, bool has_features,
 			       uint32_t features);
+
+/*
+ * harness_raw_hello_fds is harness_raw_hello_features keeping what the reply brings: the
+ * features the daemon took (*taken, may be NULL) and its fds (fds/nfds as harness_raw_recv:
+ * the request lane's memfd and doorbell when FEATURE_LANE was taken).
+ */
+int harness_raw_hello_fds(int fd, uint32_t version, const char *name, bool has_features,
+			  uint32_t features, uint32_t *taken, int *fds, unsigned *nfds);
 
 /* harness_raw_acquire asks for a lease over a raw connection and returns the reply. */
 Rocmmem__Wire__ServerMessage *harness_raw_acquire(int fd, uint64_t id, unsigned device,

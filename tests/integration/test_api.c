@@ -20,30 +20,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	/* A short eviction deadline: one case waits for a revocation. */
-	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each checks that every case leaves the daemon with nothing leased. */
-static int after_each(void **state)
-{
-	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
-}
-
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
@@ -83,7 +59,7 @@ struct newer_request {
 
 static void test_lease_request_struct_size(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "api-sizes");
+	rocmmem_client *c = harness_connect(&harness_group, "api-sizes");
 	struct rocmmem_lease_request req = ROCMMEM_LEASE_REQUEST_INIT;
 	struct newer_request newer = {.r = {.struct_size = sizeof(newer), .size = 2 * MiB}};
 	rocmmem_lease *l = NULL;
@@ -117,7 +93,7 @@ static void test_connect_options_and_model_desc_struct_size(void **state)
 		struct rocmmem_connect_options o;
 		uint32_t future;
 	} newer = {.o = {.struct_size = sizeof(newer),
-			 .socket_path = daemon_.sock,
+			 .socket_path = harness_group.sock,
 			 .name = "api-newer",
 			 .timeout_ms = 5000}};
 	struct rocmmem_connect_options o = ROCMMEM_CONNECT_OPTIONS_INIT;
@@ -129,7 +105,7 @@ static void test_connect_options_and_model_desc_struct_size(void **state)
 	uint64_t id = 0;
 
 	(void)state;
-	o.socket_path = daemon_.sock;
+	o.socket_path = harness_group.sock;
 	o.struct_size = sizeof(size_t);
 	assert_int_equal(rocmmem_connect_with(&o, &c), -EINVAL);
 	assert_null(c);
@@ -189,7 +165,7 @@ static void owner_start(struct owner *o, const char *name, bool ack)
 {
 	struct rocmmem_model_desc d = {.struct_size = sizeof(d), .name = name, .size = 8 * MiB};
 
-	o->c = harness_connect(&daemon_, name);
+	o->c = harness_connect(&harness_group, name);
 	o->ack = ack;
 	rocmmem_set_event_callback(o->c, owner_event, o);
 	assert_int_equal(rocmmem_model_register(o->c, &d, &o->model), 0);
@@ -258,7 +234,7 @@ static void test_model_evict_result(void **state)
 
 static void test_subscribe_interval_out(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "api-subscribe");
+	rocmmem_client *c = harness_connect(&harness_group, "api-subscribe");
 	uint32_t got = 12345;
 
 	(void)state;
@@ -276,7 +252,7 @@ static void test_subscribe_interval_out(void **state)
 
 static void test_devices_by_index(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "api-devices");
+	rocmmem_client *c = harness_connect(&harness_group, "api-devices");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
 	rocmmem_status *st = NULL;
 	rocmmem_lease *l = NULL;
@@ -318,7 +294,7 @@ static void disconnect_inside(rocmmem_client *c, const struct rocmmem_event *ev,
 
 static void test_disconnect_refused_from_the_callback(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "api-callback");
+	rocmmem_client *c = harness_connect(&harness_group, "api-callback");
 	struct in_callback seen = {0};
 	rocmmem_status *st = NULL;
 	long waited = 0;
@@ -372,9 +348,9 @@ static bool queued(rocmmem_client *c)
 
 static void test_disconnect_refused_while_a_thread_waits(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "api-holder");
+	rocmmem_client *holder = harness_connect(&harness_group, "api-holder");
 	struct rocmmem_lease_request big = {.struct_size = sizeof(big), .size = 48 * MiB};
-	struct waiter w = {.c = harness_connect(&daemon_, "api-waiter")};
+	struct waiter w = {.c = harness_connect(&harness_group, "api-waiter")};
 	rocmmem_lease *held = NULL;
 	pthread_t t;
 	long waited = 0;
@@ -402,15 +378,21 @@ static void test_disconnect_refused_while_a_thread_waits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_versions, after_each),
-	    cmocka_unit_test_teardown(test_lease_request_struct_size, after_each),
-	    cmocka_unit_test_teardown(test_connect_options_and_model_desc_struct_size, after_each),
-	    cmocka_unit_test_teardown(test_model_evict_result, after_each),
-	    cmocka_unit_test_teardown(test_subscribe_interval_out, after_each),
-	    cmocka_unit_test_teardown(test_devices_by_index, after_each),
-	    cmocka_unit_test_teardown(test_disconnect_refused_from_the_callback, after_each),
-	    cmocka_unit_test_teardown(test_disconnect_refused_while_a_thread_waits, after_each),
+	    cmocka_unit_test_teardown(test_versions, harness_case_idle),
+	    cmocka_unit_test_teardown(test_lease_request_struct_size, harness_case_idle),
+	    cmocka_unit_test_teardown(test_connect_options_and_model_desc_struct_size,
+				      harness_case_idle),
+	    cmocka_unit_test_teardown(test_model_evict_result, harness_case_idle),
+	    cmocka_unit_test_teardown(test_subscribe_interval_out, harness_case_idle),
+	    cmocka_unit_test_teardown(test_devices_by_index, harness_case_idle),
+	    cmocka_unit_test_teardown(test_disconnect_refused_from_the_callback, harness_case_idle),
+	    cmocka_unit_test_teardown(test_disconnect_refused_while_a_thread_waits,
+				      harness_case_idle),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	/* A short eviction deadline: one case waits for a revocation. */
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "1", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

@@ -26,29 +26,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each checks that every test leaves the daemon with nothing leased. */
-static int after_each(void **state)
-{
-	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
-}
-
 static rocmmem_lease *acquire(rocmmem_client *c, uint64_t size)
 {
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = size};
@@ -116,7 +93,7 @@ static uint64_t daemon_fds(rocmmem_client *c, uint64_t *limit)
 /* Many leases, one fd: each is a range of one mapping, none has an fd of its own. */
 static void test_one_arena_many_leases(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "arena");
+	rocmmem_client *c = harness_connect(&harness_group, "arena");
 	rocmmem_lease *l[6];
 	int fd;
 
@@ -161,7 +138,7 @@ static bool hole_at(int fd, uint64_t off)
  */
 static void test_release_punches_the_range(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "punch");
+	rocmmem_client *c = harness_connect(&harness_group, "punch");
 	rocmmem_lease *keep = acquire(c, 2 * MiB), *l = acquire(c, 8 * MiB);
 	uint8_t *p = rocmmem_lease_ptr(l), *k = rocmmem_lease_ptr(keep);
 	uint64_t off = (uint64_t)(p - k) + 0; /* keep is at offset 0: the arena's first range */
@@ -211,8 +188,8 @@ static void test_release_punches_the_range(void **state)
 /* An arena client and a per-lease client side by side, on one budget. */
 static void test_arena_and_per_lease_clients(void **state)
 {
-	rocmmem_client *a = harness_connect(&daemon_, "with-arena");
-	rocmmem_client *b = per_lease_client(&daemon_, "per-lease");
+	rocmmem_client *a = harness_connect(&harness_group, "with-arena");
+	rocmmem_client *b = per_lease_client(&harness_group, "per-lease");
 	rocmmem_lease *la = acquire(a, 4 * MiB), *lb = acquire(b, 4 * MiB);
 	struct harness_totals t;
 	struct stat st;
@@ -228,7 +205,7 @@ static void test_arena_and_per_lease_clients(void **state)
 	memset(rocmmem_lease_ptr(lb), 2, 4 * MiB);
 	assert_int_equal(((uint8_t *)rocmmem_lease_ptr(la))[4 * MiB - 1], 1);
 	assert_int_equal(((uint8_t *)rocmmem_lease_ptr(lb))[4 * MiB - 1], 2);
-	assert_int_equal(harness_totals(&daemon_, &t), 0);
+	assert_int_equal(harness_totals(&harness_group, &t), 0);
 	assert_int_equal(t.leased_bytes, 8 * MiB);
 	assert_int_equal(t.leases, 2);
 	assert_int_equal(rocmmem_lease_release(la), 0);
@@ -410,18 +387,18 @@ static int grant_and_die(void *arg, int in, int out)
 /* A client that dies between its grant and its mapping: the daemon takes everything back. */
 static void test_client_dies_between_grant_and_map(void **state)
 {
-	rocmmem_client *obs = harness_connect(&daemon_, "observer");
+	rocmmem_client *obs = harness_connect(&harness_group, "observer");
 	uint64_t before = daemon_fds(obs, NULL);
 	int64_t v;
 	struct child ch;
 
 	(void)state;
-	assert_int_equal(child_start(&ch, grant_and_die, &daemon_), 0);
+	assert_int_equal(child_start(&ch, grant_and_die, &harness_group), 0);
 	assert_true(pipe_get(ch.from_child, &v, 10000));
-	assert_true(harness_wait_totals(&daemon_, 6 * MiB, 1, HARNESS_WAIT_MS) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 6 * MiB, 1, HARNESS_WAIT_MS) >= 0);
 	kill(ch.pid, SIGKILL);
 	child_wait(&ch, 10000);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
 	/* Its connection and its arena are closed: the daemon is back to what it held. */
 	for (long end = harness_now_ms() + HARNESS_WAIT_MS;
 	     daemon_fds(obs, NULL) > before && harness_now_ms() < end;)
@@ -433,14 +410,17 @@ static void test_client_dies_between_grant_and_map(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_one_arena_many_leases, after_each),
-	    cmocka_unit_test_teardown(test_release_punches_the_range, after_each),
-	    cmocka_unit_test_teardown(test_arena_and_per_lease_clients, after_each),
-	    cmocka_unit_test_teardown(test_client_dies_between_grant_and_map, after_each),
+	    cmocka_unit_test_teardown(test_one_arena_many_leases, harness_case_idle),
+	    cmocka_unit_test_teardown(test_release_punches_the_range, harness_case_idle),
+	    cmocka_unit_test_teardown(test_arena_and_per_lease_clients, harness_case_idle),
+	    cmocka_unit_test_teardown(test_client_dies_between_grant_and_map, harness_case_idle),
 	    cmocka_unit_test(test_fds_do_not_grow_with_leases),
 	    cmocka_unit_test(test_no_range_fits_gives_a_memfd),
 	    cmocka_unit_test(test_revoked_lease_reads_zeros),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

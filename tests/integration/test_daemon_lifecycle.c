@@ -188,14 +188,15 @@ static void test_fd_count_returns_to_baseline(void **state)
 		clients[i] = harness_connect(&d, "fd");
 		assert_int_equal(rocmmem_lease_acquire(clients[i], &req, &l), 0);
 	}
-	/* One fd per connection, one per host lease, and one per pidfd the daemon holds. */
+	/* Per connection: its socket, its arena (the host leases), its request lane's doorbell;
+	 * and one per pidfd the daemon holds. */
 	assert_int_equal(rocmmem_status_get(clients[0], &st), 0);
 	assert_int_equal(rocmmem_status_client_count(st), 20);
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++)
 		pidfds += rocmmem_status_client(st, i)->pidfd ? 1 : 0;
 	rocmmem_status_free(st);
 	during = harness_fd_count(d.pid);
-	assert_int_equal(during, base + 40 + pidfds);
+	assert_int_equal(during, base + 60 + pidfds);
 	for (int i = 0; i < 20; i++)
 		rocmmem_disconnect(clients[i]);
 	end = harness_now_ms() + HARNESS_WAIT_MS;

@@ -32,8 +32,6 @@
 #define TELEMETRY_CAP 1024
 #define MAX_PIDS 8
 
-static struct daemon_proc daemon_;
-
 /* subscribe is rocmmem_subscribe returning the interval in effect (>= 0) or the error. */
 static int subscribe(rocmmem_client *c, unsigned what, uint32_t interval_ms)
 {
@@ -44,27 +42,6 @@ static int subscribe(rocmmem_client *c, unsigned what, uint32_t interval_ms)
 		return err;
 	assert_true(got <= ROCMMEM_SAMPLE_INTERVAL_MAX_MS);
 	return (int)got;
-}
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each: every test leaves the daemon with nothing held. */
-static int after_each(void **state)
-{
-	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) < 0 ? -1 : 0;
 }
 
 static void sleep_ms(long ms)
@@ -246,7 +223,7 @@ static int churn_child(void *arg, int in, int out)
 	int64_t grants = 0, denials = 0, releases = 0, go;
 	rocmmem_client *c;
 
-	if (rocmmem_connect(daemon_.sock, ch->name, 5000, &c) < 0)
+	if (rocmmem_connect(harness_group.sock, ch->name, 5000, &c) < 0)
 		return 10;
 	if (!pipe_put(out, getpid()) || !pipe_get(in, &go, 30000))
 		return 11;
@@ -282,7 +259,7 @@ static int holder_child(void *arg, int in, int out)
 	rocmmem_lease *l;
 	int64_t v;
 
-	if (rocmmem_connect(daemon_.sock, "holder", 5000, &c) < 0)
+	if (rocmmem_connect(harness_group.sock, "holder", 5000, &c) < 0)
 		return 10;
 	if (rocmmem_lease_acquire(c, &req, &l) < 0)
 		return 11;
@@ -302,7 +279,7 @@ static int waiter_child(void *arg, int in, int out)
 	int64_t v;
 	int err;
 
-	if (rocmmem_connect(daemon_.sock, "waiter", 5000, &c) < 0)
+	if (rocmmem_connect(harness_group.sock, "waiter", 5000, &c) < 0)
 		return 10;
 	pipe_put(out, getpid());
 	err = rocmmem_lease_acquire(c, &req, &l);
@@ -327,7 +304,7 @@ static void finish_child(struct child *ch)
 static void test_subscribe_arguments(void **state)
 {
 	static const uint32_t bad_intervals[] = {0, 1, 9, 60001, 3600000, UINT32_MAX};
-	rocmmem_client *c = harness_connect(&daemon_, "arguments");
+	rocmmem_client *c = harness_connect(&harness_group, "arguments");
 	struct seen s = {0};
 
 	(void)state;
@@ -369,7 +346,7 @@ static void test_samples_and_events_while_churning(void **state)
 {
 	enum { CHILDREN = 3, INTERVAL = 50 };
 	static struct churn churn = {"churner", 60, 24 * MiB};
-	rocmmem_client *c = harness_connect(&daemon_, "subscriber");
+	rocmmem_client *c = harness_connect(&harness_group, "subscriber");
 	struct child ch[CHILDREN];
 	struct seen s = {0};
 	int64_t grants = 0, denials = 0, releases = 0;
@@ -501,7 +478,7 @@ static void test_sample_is_a_status(void **state)
 	static const uint64_t held = 6 * MiB;
 	struct rocmmem_model_desc desc = {
 	    .struct_size = sizeof(desc), .name = "sampled", .size = 4 * MiB};
-	rocmmem_client *c = harness_connect(&daemon_, "viewer");
+	rocmmem_client *c = harness_connect(&harness_group, "viewer");
 	struct sample_view v = {0};
 	struct child holder;
 	uint64_t model_id;
@@ -532,7 +509,7 @@ static void test_sample_is_a_status(void **state)
 	assert_int_equal(v.denials, 0);
 	assert_string_equal(v.version, rocmmem_client_daemon_version(c));
 	assert_string_equal(v.backend, "host");
-	assert_int_equal(v.daemon_pid, daemon_.pid);
+	assert_int_equal(v.daemon_pid, harness_group.pid);
 	assert_int_equal(v.info.interval_ms, 20);
 	assert_true(v.info.uptime_ms > 0);
 	assert_int_equal(v.info.waiters, 0);
@@ -592,7 +569,7 @@ static int fields_child(void *arg, int in, int out)
 	int64_t go;
 
 	(void)arg;
-	if (rocmmem_connect(daemon_.sock, "feed-child", 5000, &c) < 0)
+	if (rocmmem_connect(harness_group.sock, "feed-child", 5000, &c) < 0)
 		return 10;
 	if (!pipe_get(in, &go, 30000))
 		return 11;
@@ -617,7 +594,7 @@ static void test_event_fields(void **state)
 	    ROCMMEM_TELEMETRY_CLIENT_DISCONNECTED,
 	};
 	const size_t nwant = sizeof(want) / sizeof(want[0]);
-	rocmmem_client *c = harness_connect(&daemon_, "listener");
+	rocmmem_client *c = harness_connect(&harness_group, "listener");
 	struct event_log log = {0};
 	struct child ch;
 	int64_t lease_id, model_id;
@@ -689,7 +666,7 @@ static void test_delivery_inside_waiting_call(void **state)
 	static const uint64_t all = 64 * MiB;
 	struct rocmmem_lease_request req = {
 	    .struct_size = sizeof(req), .size = 4 * MiB, .timeout_ms = 500};
-	rocmmem_client *c = harness_connect(&daemon_, "waiting");
+	rocmmem_client *c = harness_connect(&harness_group, "waiting");
 	struct seen s = {0};
 	struct child holder;
 	rocmmem_lease *l = NULL;
@@ -713,8 +690,8 @@ static void test_delivery_inside_waiting_call(void **state)
 static void test_unsubscribe_stops(void **state)
 {
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 2 * MiB};
-	rocmmem_client *c = harness_connect(&daemon_, "quitter");
-	rocmmem_client *other = harness_connect(&daemon_, "busy");
+	rocmmem_client *c = harness_connect(&harness_group, "quitter");
+	rocmmem_client *other = harness_connect(&harness_group, "busy");
 	struct seen s = {0};
 	rocmmem_lease *l;
 
@@ -764,7 +741,7 @@ static void dispatch_once(rocmmem_client *c, struct seen *s, unsigned *samples, 
 static void test_never_dispatching_stays_bounded(void **state)
 {
 	static struct churn churn = {"flood", 2000, 2 * MiB};
-	rocmmem_client *c = harness_connect(&daemon_, "sleeper");
+	rocmmem_client *c = harness_connect(&harness_group, "sleeper");
 	struct seen s = {0};
 	unsigned samples, telemetry;
 	struct child ch;
@@ -826,7 +803,7 @@ static void test_control_events_survive_a_flood(void **state)
 	static const uint64_t want = 32 * MiB;
 	struct rocmmem_model_desc desc = {
 	    .struct_size = sizeof(desc), .name = "big", .size = 48 * MiB};
-	rocmmem_client *c = harness_connect(&daemon_, "owner");
+	rocmmem_client *c = harness_connect(&harness_group, "owner");
 	struct seen s = {.ack = true, .ack_result = 1};
 	struct child flood, waiter;
 	uint64_t model_id;
@@ -1219,18 +1196,21 @@ static void test_library_bounds_exactly(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_subscribe_arguments, after_each),
-	    cmocka_unit_test_teardown(test_samples_and_events_while_churning, after_each),
-	    cmocka_unit_test_teardown(test_sample_is_a_status, after_each),
-	    cmocka_unit_test_teardown(test_event_fields, after_each),
-	    cmocka_unit_test_teardown(test_delivery_inside_waiting_call, after_each),
-	    cmocka_unit_test_teardown(test_unsubscribe_stops, after_each),
-	    cmocka_unit_test_teardown(test_never_dispatching_stays_bounded, after_each),
-	    cmocka_unit_test_teardown(test_control_events_survive_a_flood, after_each),
-	    cmocka_unit_test_teardown(test_daemon_dies_mid_stream, after_each),
+	    cmocka_unit_test_teardown(test_subscribe_arguments, harness_case_idle),
+	    cmocka_unit_test_teardown(test_samples_and_events_while_churning, harness_case_idle),
+	    cmocka_unit_test_teardown(test_sample_is_a_status, harness_case_idle),
+	    cmocka_unit_test_teardown(test_event_fields, harness_case_idle),
+	    cmocka_unit_test_teardown(test_delivery_inside_waiting_call, harness_case_idle),
+	    cmocka_unit_test_teardown(test_unsubscribe_stops, harness_case_idle),
+	    cmocka_unit_test_teardown(test_never_dispatching_stays_bounded, harness_case_idle),
+	    cmocka_unit_test_teardown(test_control_events_survive_a_flood, harness_case_idle),
+	    cmocka_unit_test_teardown(test_daemon_dies_mid_stream, harness_case_idle),
 	    cmocka_unit_test(test_library_bounds_exactly),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

@@ -18,22 +18,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
 /* subscribe sends a Subscribe and returns the reply (the caller frees it). */
 static Rocmmem__Wire__ServerMessage *subscribe(int fd, uint64_t id, bool samples, bool events,
 					       bool has_interval, uint32_t interval_ms)
@@ -67,7 +51,7 @@ static Rocmmem__Wire__ServerMessage *subscribe(int fd, uint64_t id, bool samples
 
 static int greeted(const char *name)
 {
-	int fd = harness_raw_connect(&daemon_);
+	int fd = harness_raw_connect(&harness_group);
 
 	assert_true(fd >= 0);
 	assert_int_equal(harness_raw_hello(fd, 1, name), 0);
@@ -166,7 +150,7 @@ static void test_events_follow_activity(void **state)
 	assert_int_equal(m->reply->error, 0);
 	assert_int_equal(m->reply->subscribe->interval_ms, 0); /* events only */
 	rocmmem__wire__server_message__free_unpacked(m, NULL);
-	c = harness_connect(&daemon_, "feed-worker");
+	c = harness_connect(&harness_group, "feed-worker");
 	assert_int_equal(rocmmem_lease_acquire(c, &req, &l), 0);
 	lease_id = rocmmem_lease_id(l);
 	assert_int_equal(rocmmem_lease_acquire(c, &big, &none), -E2BIG);
@@ -227,7 +211,7 @@ static void test_counters_in_samples(void **state)
 	assert_non_null(m);
 	before = *m->event->sample->counters;
 	rocmmem__wire__server_message__free_unpacked(m, NULL);
-	c = harness_connect(&daemon_, "counted");
+	c = harness_connect(&harness_group, "counted");
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(rocmmem_lease_acquire(c, &req, &l), 0);
 		assert_int_equal(rocmmem_lease_release(l), 0);
@@ -311,5 +295,8 @@ int main(void)
 	    cmocka_unit_test(test_resubscribe_and_errors),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

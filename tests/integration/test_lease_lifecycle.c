@@ -19,29 +19,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each checks that every test leaves the daemon with nothing leased. */
-static int after_each(void **state)
-{
-	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
-}
-
 static rocmmem_lease *acquire(rocmmem_client *c, uint64_t size, int64_t timeout_ms, const char *tag)
 {
 	struct rocmmem_lease_request req = {
@@ -93,7 +70,7 @@ static void test_write_read_back(void **state)
 	int64_t id = 0;
 
 	(void)state;
-	assert_int_equal(child_start(&ch, write_and_verify, &daemon_), 0);
+	assert_int_equal(child_start(&ch, write_and_verify, &harness_group), 0);
 	assert_true(pipe_get(ch.from_child, &id, 10000));
 	assert_true(id > 0);
 	assert_int_equal(child_wait(&ch, 10000), 0);
@@ -105,7 +82,7 @@ static rocmmem_client *per_lease_client(const char *name)
 	rocmmem_client *c;
 
 	setenv("ROCMMEM_HOST_ARENA", "0", 1);
-	c = harness_connect(&daemon_, name);
+	c = harness_connect(&harness_group, name);
 	unsetenv("ROCMMEM_HOST_ARENA");
 	return c;
 }
@@ -134,7 +111,7 @@ static void test_memfd_is_sealed(void **state)
 
 static void test_status_reflects_leases(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "status-live");
+	rocmmem_client *c = harness_connect(&harness_group, "status-live");
 	rocmmem_lease *a = acquire(c, 3 * MiB, 0, "alpha"); /* rounds up to 4 MiB */
 	rocmmem_lease *b = acquire(c, 10 * MiB, 0, "beta");
 	rocmmem_status *st = NULL;
@@ -185,18 +162,18 @@ static void test_status_reflects_leases(void **state)
 
 static void test_disconnect_reclaims_all(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "many");
+	rocmmem_client *c = harness_connect(&harness_group, "many");
 	struct harness_totals t;
 
 	(void)state;
 	for (int i = 0; i < 5; i++)
 		assert_non_null(acquire(c, 4 * MiB, 0, NULL));
-	assert_int_equal(harness_totals(&daemon_, &t), 0);
+	assert_int_equal(harness_totals(&harness_group, &t), 0);
 	assert_int_equal(t.leased_bytes, 20 * MiB);
 	assert_int_equal(t.leases, 5);
 	/* Disconnect unmaps and frees the handles; the daemon reclaims the memory. */
 	rocmmem_disconnect(c);
-	assert_true(harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
 }
 
 static void test_release_returns_memory(void **state)
@@ -231,8 +208,8 @@ static void test_release_returns_memory(void **state)
 
 static void test_refusal_explains(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "big-holder");
-	rocmmem_client *asker = harness_connect(&daemon_, "asker");
+	rocmmem_client *holder = harness_connect(&harness_group, "big-holder");
+	rocmmem_client *asker = harness_connect(&harness_group, "asker");
 	rocmmem_lease *l = acquire(holder, 48 * MiB, 0, NULL);
 	struct rocmmem_lease_request req = {
 	    .struct_size = sizeof(req), .size = 32 * MiB, .timeout_ms = 0};
@@ -268,7 +245,7 @@ static void test_refusal_explains(void **state)
 
 static void test_nomap_and_accessors(void **state)
 {
-	rocmmem_client *c = harness_connect(&daemon_, "nomap");
+	rocmmem_client *c = harness_connect(&harness_group, "nomap");
 	struct rocmmem_lease_request req = {
 	    .struct_size = sizeof(req), .size = 2 * MiB, .flags = ROCMMEM_LEASE_NOMAP};
 	rocmmem_lease *l = NULL;
@@ -291,14 +268,17 @@ static void test_nomap_and_accessors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_write_read_back, after_each),
-	    cmocka_unit_test_teardown(test_memfd_is_sealed, after_each),
-	    cmocka_unit_test_teardown(test_status_reflects_leases, after_each),
-	    cmocka_unit_test_teardown(test_disconnect_reclaims_all, after_each),
-	    cmocka_unit_test_teardown(test_release_returns_memory, after_each),
-	    cmocka_unit_test_teardown(test_refusal_explains, after_each),
-	    cmocka_unit_test_teardown(test_nomap_and_accessors, after_each),
+	    cmocka_unit_test_teardown(test_write_read_back, harness_case_idle),
+	    cmocka_unit_test_teardown(test_memfd_is_sealed, harness_case_idle),
+	    cmocka_unit_test_teardown(test_status_reflects_leases, harness_case_idle),
+	    cmocka_unit_test_teardown(test_disconnect_reclaims_all, harness_case_idle),
+	    cmocka_unit_test_teardown(test_release_returns_memory, harness_case_idle),
+	    cmocka_unit_test_teardown(test_refusal_explains, harness_case_idle),
+	    cmocka_unit_test_teardown(test_nomap_and_accessors, harness_case_idle),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

@@ -18,34 +18,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "2", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-/* after_each: the accounting invariant once every client is gone: nothing held. */
-static int after_each(void **state)
-{
-	struct harness_totals t;
-
-	(void)state;
-	if (harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) < 0 ||
-	    harness_totals(&daemon_, &t) < 0)
-		return -1;
-	return t.free_bytes == t.budget_bytes ? 0 : -1;
-}
-
 /* A host that unloads whatever it is asked to, from inside its own waits. */
 struct host {
 	rocmmem_client *c;
@@ -98,7 +70,7 @@ static void test_single_threaded_host_swaps_its_models(void **state)
 	uint64_t transformer, vae;
 
 	(void)state;
-	h.c = harness_connect(&daemon_, "framepack");
+	h.c = harness_connect(&harness_group, "framepack");
 	rocmmem_set_event_callback(h.c, host_event, &h);
 	transformer = reg(h.c, "transformer", ROCMMEM_MODEL_TRANSFORMER, 48 * MiB, 0);
 	vae = reg(h.c, "vae", ROCMMEM_MODEL_VAE, 32 * MiB, 0);
@@ -158,14 +130,14 @@ static void slow_event(rocmmem_client *c, const struct rocmmem_event *ev, void *
 static void test_reacquire_during_eviction(void **state)
 {
 	struct slow_host h = {0};
-	rocmmem_client *admin = harness_connect(&daemon_, "admin");
+	rocmmem_client *admin = harness_connect(&harness_group, "admin");
 	rocmmem_status *st = NULL;
 	pthread_t t;
 	pid_t pid;
 	int status;
 
 	(void)state;
-	h.c = harness_connect(&daemon_, "slow");
+	h.c = harness_connect(&harness_group, "slow");
 	rocmmem_set_event_callback(h.c, slow_event, &h);
 	h.model = reg(h.c, "unet", ROCMMEM_MODEL_TRANSFORMER, 24 * MiB, 0);
 	assert_int_equal(rocmmem_model_acquire(h.c, h.model, 0), 0);
@@ -199,10 +171,14 @@ static void test_reacquire_during_eviction(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_single_threaded_host_swaps_its_models, after_each),
-	    cmocka_unit_test_teardown(test_reacquire_during_eviction, after_each),
+	    cmocka_unit_test_teardown(test_single_threaded_host_swaps_its_models,
+				      harness_case_idle),
+	    cmocka_unit_test_teardown(test_reacquire_during_eviction, harness_case_idle),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", "--evict-deadline", "2", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

@@ -17,28 +17,6 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static struct daemon_proc daemon_;
-
-static int setup(void **state)
-{
-	static const char *const args[] = {"--budget", "64M", NULL};
-
-	(void)state;
-	return harness_daemon_start(&daemon_, args);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return harness_daemon_stop(&daemon_) == 0 ? 0 : -1;
-}
-
-static int after_each(void **state)
-{
-	(void)state;
-	return harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS) >= 0 ? 0 : -1;
-}
-
 /* A child that asks for size (bytes, timeout ms come from the pipe) and reports the outcome:
  * the lease id (> 0) or the negative errno, then waits for "release" before releasing. */
 static int asker(void *arg, int in, int out)
@@ -71,7 +49,7 @@ static int asker(void *arg, int in, int out)
 
 static void start_asker(struct child *ch, uint64_t size, int64_t timeout_ms)
 {
-	assert_int_equal(child_start(ch, asker, &daemon_), 0);
+	assert_int_equal(child_start(ch, asker, &harness_group), 0);
 	assert_true(pipe_put(ch->to_child, (int64_t)size));
 	assert_true(pipe_put(ch->to_child, timeout_ms));
 }
@@ -83,7 +61,7 @@ static void wait_waiters(uint32_t n)
 	struct harness_totals t;
 
 	while (harness_now_ms() < end) {
-		if (harness_totals(&daemon_, &t) == 0 && t.waiters == n)
+		if (harness_totals(&harness_group, &t) == 0 && t.waiters == n)
 			return;
 		usleep(2000);
 	}
@@ -97,7 +75,7 @@ static void wait_waiters(uint32_t n)
  */
 static void granted_when_released(int64_t timeout_ms, int64_t quiet_ms)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "holder");
+	rocmmem_client *holder = harness_connect(&harness_group, "holder");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
 	rocmmem_lease *held = NULL;
 	struct child ch;
@@ -134,7 +112,7 @@ static void test_granted_after_a_long_wait(void **state)
 
 static void test_timeout_honoured(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "holder");
+	rocmmem_client *holder = harness_connect(&harness_group, "holder");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 48 * MiB};
 	rocmmem_lease *held = NULL, *got = NULL;
 	long start, elapsed;
@@ -159,7 +137,7 @@ static void test_timeout_honoured(void **state)
 
 static void test_fifo_order(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "holder");
+	rocmmem_client *holder = harness_connect(&harness_group, "holder");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 60 * MiB};
 	rocmmem_lease *held = NULL;
 	struct child big, small;
@@ -190,7 +168,7 @@ static void test_fifo_order(void **state)
 
 static void test_dead_waiter_leaves_queue(void **state)
 {
-	rocmmem_client *holder = harness_connect(&daemon_, "holder");
+	rocmmem_client *holder = harness_connect(&harness_group, "holder");
 	struct rocmmem_lease_request req = {.struct_size = sizeof(req), .size = 60 * MiB};
 	rocmmem_lease *held = NULL;
 	struct child dead, next;
@@ -244,13 +222,13 @@ static void test_kill9_frees_within_1s(void **state)
 
 	(void)state;
 	for (int round = 0; round < 5; round++) {
-		assert_int_equal(child_start(&ch, holder_proc, &daemon_), 0);
+		assert_int_equal(child_start(&ch, holder_proc, &harness_group), 0);
 		assert_true(pipe_get(ch.from_child, &ready, 10000));
-		assert_int_equal(harness_totals(&daemon_, &t), 0);
+		assert_int_equal(harness_totals(&harness_group, &t), 0);
 		assert_int_equal(t.leased_bytes, 24 * MiB);
 		assert_int_equal(t.leases, 3);
 		kill(ch.pid, SIGKILL);
-		took = harness_wait_totals(&daemon_, 0, 0, HARNESS_WAIT_MS);
+		took = harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS);
 		assert_true(took >= 0);
 		child_kill(&ch);
 	}
@@ -286,7 +264,7 @@ static void test_threads_share_a_client(void **state)
 	pthread_t t;
 
 	(void)state;
-	s.client = harness_connect(&daemon_, "threads");
+	s.client = harness_connect(&harness_group, "threads");
 	assert_int_equal(rocmmem_lease_acquire(s.client, &req, &l), 0);
 	assert_int_equal(pthread_create(&t, NULL, waiting_thread, &s), 0);
 	wait_waiters(1);
@@ -305,15 +283,18 @@ static void test_threads_share_a_client(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_granted_when_another_releases, after_each),
-	    cmocka_unit_test_teardown(test_granted_after_a_long_wait, after_each),
-	    cmocka_unit_test_teardown(test_timeout_honoured, after_each),
-	    cmocka_unit_test_teardown(test_fifo_order, after_each),
-	    cmocka_unit_test_teardown(test_dead_waiter_leaves_queue, after_each),
-	    cmocka_unit_test_teardown(test_kill9_frees_within_1s, after_each),
-	    cmocka_unit_test_teardown(test_threads_share_a_client, after_each),
+	    cmocka_unit_test_teardown(test_granted_when_another_releases, harness_case_idle),
+	    cmocka_unit_test_teardown(test_granted_after_a_long_wait, harness_case_idle),
+	    cmocka_unit_test_teardown(test_timeout_honoured, harness_case_idle),
+	    cmocka_unit_test_teardown(test_fifo_order, harness_case_idle),
+	    cmocka_unit_test_teardown(test_dead_waiter_leaves_queue, harness_case_idle),
+	    cmocka_unit_test_teardown(test_kill9_frees_within_1s, harness_case_idle),
+	    cmocka_unit_test_teardown(test_threads_share_a_client, harness_case_idle),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, setup, teardown);
+	static const char *const args[] = {"--budget", "64M", NULL};
+
+	harness_group_args = args;
+	return cmocka_run_group_tests(tests, harness_group_setup, harness_group_teardown);
 }

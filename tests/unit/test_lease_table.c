@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_lease_table.c: unit tests of daemon/lease: ids, lookup and ordered iteration. */
+/* test_lease_table.c: unit tests of daemon/lease: ids, lookup, ordered iteration, spares. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -69,6 +69,42 @@ static void test_init_finish_empty(void **state)
 	assert_null(t.ids.slots);
 	assert_int_equal(t.ids.len, 0);
 	assert_int_equal(t.ids.cap, 0);
+}
+
+/* New leases are zeroed, released ones come back zeroed, and no more than LEASE_SPARES wait:
+ * the rest are freed, as the spares are at finish (a leak checker sees any left). */
+static void test_spares(void **state)
+{
+	static const struct lease zero;
+	struct lease *l[LEASE_SPARES + 3], *again;
+	struct lease_table t;
+
+	(void)state;
+	lease_table_init(&t);
+	for (unsigned i = 0; i < LEASE_SPARES + 3; i++) {
+		l[i] = lease_table_new(&t);
+		assert_non_null(l[i]);
+		assert_memory_equal(l[i], &zero, sizeof(zero));
+		assert_int_equal(lease_table_add(&t, l[i]), 0);
+		l[i]->size = 1u << 21;
+		memset(l[i]->tag, 'x', sizeof(l[i]->tag));
+	}
+	for (unsigned i = 0; i < LEASE_SPARES + 3; i++) {
+		lease_table_remove(&t, l[i]);
+		lease_table_dispose(&t, l[i]);
+		assert_int_equal(t.nspare, i < LEASE_SPARES ? i + 1 : LEASE_SPARES);
+	}
+	/* The newest spare first, wiped. */
+	again = lease_table_new(&t);
+	assert_ptr_equal(again, l[LEASE_SPARES - 1]);
+	assert_memory_equal(again, &zero, sizeof(zero));
+	assert_int_equal(t.nspare, LEASE_SPARES - 1);
+	assert_int_equal(lease_table_add(&t, again), 0);
+	assert_int_equal(again->id, LEASE_SPARES + 4); /* ids are never reused */
+	lease_table_remove(&t, again);
+	free(again); /* a plain free is fine too */
+	lease_table_finish(&t);
+	assert_int_equal(t.nspare, 0);
 }
 
 static void test_ids(void **state)
@@ -313,6 +349,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_init_finish_empty),
+	    cmocka_unit_test(test_spares),
 	    cmocka_unit_test_setup_teardown(test_ids, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_find, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_next, setup, teardown),

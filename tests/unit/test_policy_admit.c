@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -174,6 +175,40 @@ static void test_too_big_beside_pinned_e2big(void **state)
 	admit(&f, &r, &d);
 	assert_int_not_equal(d.verdict, POLICY_REFUSE);
 	fx_finish(&f);
+}
+
+/* Every model counts, however many a device has (listed on the stack up to 16, beyond on
+ * the heap): the pinned total names them all. */
+static void test_too_big_beside_many_pinned(void **state)
+{
+	static const unsigned counts[] = {1, 16, 17, 40};
+	char want[64], name[16];
+
+	(void)state;
+	for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		struct policy_decision d;
+		struct policy_request r;
+		struct holder *a, *b;
+		struct fx f;
+
+		fx_init(&f, 1, 256 * MiB);
+		a = fx_holder(&f, 1000, 10, "a");
+		b = fx_holder(&f, 1001, 11, "b");
+		for (unsigned i = 0; i < counts[c]; i++) {
+			struct model *m;
+
+			snprintf(name, sizeof(name), "m%u", i);
+			m = fx_model(&f, b, 0, name, TRANSFORMER, 4 * MiB, 0);
+			fx_load(&f, m, 0);
+			m->pinned = true;
+		}
+		r = fx_lease_request(a, 0, 254 * MiB, -1);
+		admit(&f, &r, &d);
+		assert_refused(&d, -E2BIG, REFUSE_DENIAL);
+		snprintf(want, sizeof(want), "pinned models hold %u MiB", 4 * counts[c]);
+		fx_contains(d.refusal.text, want);
+		fx_finish(&f);
+	}
 }
 
 /* An exclusive rival that is pinned, or in use by the requester itself: -EDEADLK. */
@@ -538,6 +573,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_grant_when_queue_empty_and_fits),
+	    cmocka_unit_test(test_too_big_beside_many_pinned),
 	    cmocka_unit_test(test_queue_behind_earlier_even_if_fits),
 	    cmocka_unit_test(test_timeout0_refused_enomem_with_explanation),
 	    cmocka_unit_test(test_timeout0_refused_when_others_wait_ahead),

@@ -107,6 +107,77 @@ static void test_records_outlive_the_process_that_wrote_them(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/* fnv1a is the format's checksum, restated: FNV-1a (32 bits) of the record's bytes 4 to 124. */
+static uint32_t fnv1a(const uint8_t *p, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+/*
+ * The checksum on disk is the format's (version 1: a file an older rocmmemd wrote reads the
+ * same): FNV-1a of every byte between live and check, whatever the tag's length; and what
+ * follows the tag's text is zeros on disk, whatever the record handed in held there.
+ */
+static void test_check_is_the_formats(void **state)
+{
+	static const char *const tags[] = {"", "x", "weights of a model"};
+	char longest[STATEFILE_TAG_MAX + 8], why[256];
+	uint8_t raw[128];
+	struct statefile sf;
+	struct statefile_record r;
+	uint32_t handles[5], check;
+	int fd;
+
+	(void)state;
+	memset(longest, 'L', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	assert_int_equal(statefile_open(&sf, path, why, sizeof(why)), 0);
+	for (unsigned i = 0; i < 5; i++) {
+		r = lease(i + 1, 2 << 20);
+		memset(r.tag, 'g', sizeof(r.tag)); /* garbage past the text */
+		if (i < 3)
+			memcpy(r.tag, tags[i], strlen(tags[i]) + 1);
+		else if (i == 3)
+			statefile_tag(&r, longest);
+		else
+			r.tag[sizeof(r.tag) - 1] = 'g'; /* no end at all: cut at the last byte */
+		handles[i] = statefile_add(&sf, &r, NULL, 0);
+		assert_true(handles[i] > 0);
+	}
+	statefile_close(&sf, false);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	for (unsigned i = 0; i < 5; i++) {
+		size_t len;
+
+		assert_int_equal(pread(fd, raw, sizeof(raw), (off_t)(64 + (handles[i] - 1) * 128)),
+				 (ssize_t)sizeof(raw));
+		memcpy(&check, raw + 124, sizeof(check));
+		assert_int_equal(check, fnv1a(raw + 4, 120));
+		len = strnlen((const char *)raw + 56, STATEFILE_TAG_MAX);
+		assert_int_equal(len, i < 3 ? strlen(tags[i]) : STATEFILE_TAG_MAX - 1);
+		for (size_t k = 56 + len; k < 124; k++)
+			assert_int_equal(raw[k], 0);
+	}
+	close(fd);
+	assert_int_equal(statefile_open(&sf, path, why, sizeof(why)), 0);
+	assert_int_equal(sf.loaded, 5);
+	assert_int_equal(sf.damaged, 0);
+	statefile_close(&sf, false);
+	/* The zeros after a tag are checked too: one changed drops its record. */
+	fd = open(path, O_RDWR);
+	assert_int_equal(pwrite(fd, "Z", 1, (off_t)(64 + (handles[0] - 1) * 128 + 120)), 1);
+	close(fd);
+	assert_int_equal(statefile_open(&sf, path, why, sizeof(why)), 0);
+	assert_int_equal(sf.loaded, 4);
+	assert_int_equal(sf.damaged, 1);
+	statefile_close(&sf, true);
+}
+
 static void test_damage_is_dropped_not_trusted(void **state)
 {
 	struct statefile sf;
@@ -237,6 +308,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_records_outlive_the_process_that_wrote_them, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_check_is_the_formats, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_damage_is_dropped_not_trusted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unsafe_files_are_refused, setup, teardown),
 	    cmocka_unit_test(test_reserved_ids),

@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -111,6 +113,35 @@ static void assert_pipe_orphaned(int read_end)
 	char c;
 
 	assert_int_equal(read(read_end, &c, 1), 0);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A blocking receive interrupted by a signal returns -EINTR (its caller has a deadline and the
+ * socket's timeout would restart); a non-blocking one is retried as before.
+ */
+static void test_blocking_receive_interrupted(void **state)
+{
+	struct pair *p = *state;
+	struct sigaction sa = {.sa_handler = on_alarm}, old;
+	struct itimerval t = {.it_value = {.tv_usec = 50000}};
+	char buf[64];
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds = 0;
+
+	sigemptyset(&sa.sa_mask); /* no SA_RESTART: the receive sees EINTR */
+	assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+	assert_int_equal(setitimer(ITIMER_REAL, &t, NULL), 0);
+	assert_int_equal(wire_recv(p->sv[1], buf, sizeof(buf), fds, &nfds, 0), -EINTR);
+	assert_int_equal(nfds, 0);
+	assert_int_equal(sigaction(SIGALRM, &old, NULL), 0);
+	/* What comes after is received as ever. */
+	assert_int_equal(wire_send(p->sv[0], "x", 1, NULL, 0, 0), 0);
+	assert_int_equal(wire_recv(p->sv[1], buf, sizeof(buf), fds, &nfds, 0), 1);
 }
 
 static void test_roundtrip_no_fds(void **state)
@@ -522,10 +553,60 @@ static void test_pack(void **state)
 	free(big);
 }
 
+/* wire_pack_walk writes what wire_pack writes, fits exactly, never writes past cap, and is
+ * held to the frame cap too. */
+static void test_pack_walk(void **state)
+{
+	Rocmmem__Wire__ClientMessage msg = ROCMMEM__WIRE__CLIENT_MESSAGE__INIT;
+	Rocmmem__Wire__LeaseAcquire acq = ROCMMEM__WIRE__LEASE_ACQUIRE__INIT;
+	uint8_t want[256], buf[256];
+	char *tag;
+	ssize_t n;
+
+	(void)state;
+	acq.has_size = true;
+	acq.size = 2u << 20;
+	acq.tag = (char *)"kv-cache";
+	msg.has_id = true;
+	msg.id = 300;
+	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_ACQUIRE;
+	msg.lease_acquire = &acq;
+	n = wire_pack(&msg.base, want, sizeof(want));
+	assert_true(n > 10);
+	assert_int_equal(wire_pack_walk(&msg.base, buf, sizeof(buf)), n);
+	assert_memory_equal(buf, want, (size_t)n);
+	memset(buf, 0xa5, sizeof(buf));
+	assert_int_equal(wire_pack_walk(&msg.base, buf, (size_t)n), n);
+	assert_memory_equal(buf, want, (size_t)n);
+	assert_int_equal(buf[n], 0xa5);
+	for (size_t cap = 0; cap < (size_t)n; cap++) {
+		memset(buf, 0xa5, sizeof(buf));
+		assert_int_equal(wire_pack_walk(&msg.base, buf, cap), -EMSGSIZE);
+		for (size_t i = cap; i < sizeof(buf); i++)
+			assert_int_equal(buf[i], 0xa5);
+	}
+	/* Larger than a frame: refused with room to spare. */
+	tag = malloc(WIRE_MAX_FRAME + 1);
+	assert_non_null(tag);
+	memset(tag, 't', WIRE_MAX_FRAME);
+	tag[WIRE_MAX_FRAME] = '\0';
+	acq.tag = tag;
+	{
+		uint8_t *big = malloc(2 * WIRE_MAX_FRAME);
+
+		assert_non_null(big);
+		assert_int_equal(wire_pack_walk(&msg.base, big, 2 * WIRE_MAX_FRAME), -EMSGSIZE);
+		free(big);
+	}
+	free(tag);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_roundtrip_no_fds, pair_setup, pair_teardown),
+	    cmocka_unit_test_setup_teardown(test_blocking_receive_interrupted, pair_setup,
+					    pair_teardown),
 	    cmocka_unit_test_setup_teardown(test_roundtrip_one_fd, pair_setup, pair_teardown),
 	    cmocka_unit_test_setup_teardown(test_roundtrip_three_fds, pair_setup, pair_teardown),
 	    cmocka_unit_test_setup_teardown(test_max_fds, pair_setup, pair_teardown),
@@ -539,6 +620,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_empty_packet_with_fds, pair_setup, pair_teardown),
 	    cmocka_unit_test(test_close_fds),
 	    cmocka_unit_test(test_pack),
+	    cmocka_unit_test(test_pack_walk),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

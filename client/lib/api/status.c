@@ -19,7 +19,7 @@ struct parts {
 static void parts_clear(struct parts *p)
 {
 	while (p->n > 0)
-		rocmmem__wire__server_message__free_unpacked(p->msgs[--p->n], NULL);
+		wire_unpacked_free(&p->msgs[--p->n]->base);
 }
 
 /* parts_add keeps the message of one received part (the rest of m is freed). */

@@ -11,6 +11,7 @@
 
 #include "rocmmem.h"
 #include "rocmmem.pb-c.h"
+#include "wire_arena.h"
 
 /* What the connection knows of its daemon, which a sample does not say. */
 struct daemon_facts {
@@ -21,9 +22,9 @@ struct daemon_facts {
 
 /*
  * view_status_from_parts presents the parts of a status reply (server messages whose replies
- * carry StatusReply bodies) through the rocmmem_status accessors. Takes the array and the
- * messages (the snapshot owns them from now on, whatever the result). Returns 0 with *out set,
- * or -ENOMEM (message recorded).
+ * carry StatusReply bodies, each from wire_unpack) through the rocmmem_status accessors. Takes
+ * the array and the messages (the snapshot owns them from now on, whatever the result, and
+ * frees them with wire_unpacked_free). Returns 0 with *out set, or -ENOMEM (message recorded).
  */
 int view_status_from_parts(Rocmmem__Wire__ServerMessage **parts, size_t nparts,
 			   rocmmem_status **out);

@@ -456,7 +456,7 @@ int view_status_from_parts(Rocmmem__Wire__ServerMessage **parts, size_t nparts,
 	*out = NULL;
 	if (!st) {
 		for (size_t i = 0; i < nparts; i++)
-			rocmmem__wire__server_message__free_unpacked(parts[i], NULL);
+			wire_unpacked_free(&parts[i]->base);
 		free(parts);
 		return error_set(-ENOMEM, "out of memory");
 	}
@@ -509,7 +509,7 @@ ROCMMEM_EXPORT void rocmmem_status_free(rocmmem_status *st)
 	if (!st)
 		return;
 	for (size_t i = 0; i < st->nparts; i++)
-		rocmmem__wire__server_message__free_unpacked(st->parts[i], NULL);
+		wire_unpacked_free(&st->parts[i]->base);
 	free(st->parts);
 	free(st->devices);
 	free(st->processes);

@@ -36,7 +36,10 @@ static struct inmsg *take_reply(rocmmem_client *c, uint64_t id)
 int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_ms,
 		  struct inmsg **out)
 {
-	int64_t deadline = conn_deadline_after(timeout_ms);
+	/* The clock is read once per turn that waits, the first one included (the deadline is
+	 * set there: the request is out by then), none when the reply is there already. */
+	bool started = false;
+	int64_t deadline = -1, left = -1;
 	unsigned drained = 0;
 	struct inmsg *m;
 	int err;
@@ -64,7 +67,14 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 			err = CONN_LOST;
 			break;
 		}
-		if (deadline >= 0 && conn_remaining_ms(deadline) == 0) {
+		if (!started) {
+			started = true;
+			deadline = conn_deadline_after(timeout_ms);
+			left = deadline < 0 ? -1 : timeout_ms;
+		} else if (deadline >= 0) {
+			left = conn_remaining_ms(deadline);
+		}
+		if (left == 0) {
 			conn_abandon(c, id);
 			err = error_set(-ETIMEDOUT, "rocmmemd did not answer in time");
 			break;
@@ -85,7 +95,7 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 		/* One thread reads for all (leader/follower): the others wait to be handed
 		 * their reply, so a thread waiting long for memory never blocks the rest. */
 		if (!c->reading)
-			conn_pump(c, conn_remaining_ms(deadline));
+			conn_pump(c, left);
 		else
 			conn_timed_wait(c, deadline);
 	}
@@ -151,8 +161,10 @@ int conn_call_opts(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, const s
 	for (;;) {
 		msg->has_id = true;
 		msg->id = conn_next_id(c);
-		err = conn_send_gen(c, msg, &gen);
-		if (err == 0)
+		err = conn_lane_call(c, msg, reply_ms, &gen, &m);
+		if (err == LANE_CALL_SKIP && (err = conn_send_gen(c, msg, &gen)) == 0)
+			err = LANE_CALL_SOCKET;
+		if (err == LANE_CALL_SOCKET)
 			err = conn_wait_gen(c, msg->id, gen, reply_ms, &m);
 		if (err != CONN_LOST)
 			break;

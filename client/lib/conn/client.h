@@ -8,9 +8,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lane.h"
 #include "rocmmem.h"
 #include "rocmmem.pb-c.h"
 #include "wire.h"
+#include "wire_arena.h"
 
 /* How long a request may go unanswered beyond the wait it asked the daemon for. */
 #define CONN_REPLY_GRACE_MS 10000
@@ -138,6 +140,21 @@ struct rocmmem_lease {
 };
 
 /*
+ * A connection's request lane (common/lane.h, lane.c), mapped: one request at a time goes
+ * through it; a thread that finds it busy uses the socket.
+ */
+struct lib_lane {
+	struct lib_lane *next; /* lanes of earlier connections, kept mapped until disconnect */
+	struct lane_page *page;
+	int efd;	       /* the doorbell */
+	uint64_t gen;	       /* the connection it belongs to */
+	uint32_t seq;	       /* req.seq of the latest request written */
+	bool busy;	       /* a request is in it (under client->lock) */
+	bool abandoned;	       /* ... whose thread gave up on it: its answer is undone */
+	uint64_t abandoned_id; /* that request's id */
+};
+
+/*
  * What the connection asks of the session above it (session/), which installs these at
  * connect: the connection knows when it ends, the session what that means and when to try
  * again. Each is called with the client's lock held.
@@ -217,6 +234,11 @@ struct rocmmem_client {
 	char *backend;
 	rocmmem_device_index device_count;
 	pid_t daemon_pid;	    /* from SO_PEERCRED; 0 if unknown */
+	struct lib_lane *lane;	    /* the current connection's request lane, or NULL */
+	struct lib_lane *old_lanes; /* earlier connections' */
+	/* Packets sent and received on the current connection's socket, for the lane's order. */
+	_Atomic uint64_t sock_tx;
+	uint64_t sock_rx;	    /* under lock */
 	uint8_t rx[WIRE_MAX_FRAME]; /* used only by the thread that is reading */
 };
 
@@ -242,8 +264,19 @@ static inline Rocmmem__Wire__Reply *conn_reply(const struct inmsg *m)
 /* ------------------------------------------------------------------------------------------ */
 /* inmsg.c: received messages, request ids, and the clock requests wait by */
 
+/* inmsg_new returns an empty message to receive into (no fds, no message), or NULL. */
+struct inmsg *inmsg_new(void);
+
 /* inmsg_free frees a received message and closes any fds it still owns. NULL is ignored. */
 void inmsg_free(struct inmsg *m);
+
+/* conn_unpack unpacks a received packet into a block of its own (wire_unpack; free it with
+ * wire_unpacked_free, as inmsg_free does): the one decoding of the daemon's messages. */
+static inline Rocmmem__Wire__ServerMessage *conn_unpack(size_t len, const uint8_t *data)
+{
+	return (Rocmmem__Wire__ServerMessage *)wire_unpack(
+	    &rocmmem__wire__server_message__descriptor, len, data);
+}
 
 /* conn_now_ms: CLOCK_MONOTONIC in ms. */
 uint64_t conn_now_ms(void);
@@ -365,9 +398,41 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
  * granted is released) and dropped. Lock held. */
 void conn_abandon(rocmmem_client *c, uint64_t id);
 
+/* conn_file files a received message as the reader does (lock held). */
+void conn_file(rocmmem_client *c, struct inmsg *m);
+
+/* conn_unabandon forgets an abandoned request that will never be answered. Lock held. */
+void conn_unabandon(rocmmem_client *c, uint64_t id);
+
 /* conn_pump reads until a message arrives, the time passes or the connection ends; lock held
  * on entry and exit, released while reading. Returns false on timeout. */
 bool conn_pump(rocmmem_client *c, int64_t timeout_ms);
+
+/* ------------------------------------------------------------------------------------------ */
+/* lane.c: the request lane */
+
+/* What conn_lane_call returns besides 0 (the reply in *out) and errors. */
+#define LANE_CALL_SKIP 1   /* nothing sent: send it on the socket */
+#define LANE_CALL_SOCKET 2 /* sent: its reply comes on the socket of connection *gen */
+
+/* conn_lane_wanted says whether hello offers a lane (ROCMMEM_LANE is not "0"). */
+bool conn_lane_wanted(void);
+
+/* conn_lane_attach takes the lane a hello reply m brought (features: what it said), as the
+ * current connection's. Lock held or the client not shared yet. */
+void conn_lane_attach(rocmmem_client *c, uint32_t features, struct inmsg *m);
+
+/* conn_lane_free_all unmaps every lane (disconnect). */
+void conn_lane_free_all(rocmmem_client *c);
+
+/*
+ * conn_lane_call sends msg (its id set) through the lane when it is free and msg fits, and
+ * waits up to reply_ms for the answer. Returns 0 with the reply in *out, LANE_CALL_SKIP,
+ * LANE_CALL_SOCKET (the connection in *gen), CONN_LOST, or a negative errno (message recorded;
+ * -ETIMEDOUT abandons the request).
+ */
+int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t reply_ms,
+		   uint64_t *gen, struct inmsg **out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* call.c: a request and its reply, across reconnections */

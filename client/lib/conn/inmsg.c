@@ -5,13 +5,24 @@
 
 #include "client.h"
 
+struct inmsg *inmsg_new(void)
+{
+	/* Zeroed by assignment, not calloc: glibc's calloc passes its per-thread cache by, and a
+	 * message comes per reply (gcc turns malloc and memset into calloc). */
+	struct inmsg *m = malloc(sizeof(*m));
+
+	if (m)
+		*m = (struct inmsg){.next = NULL};
+	return m;
+}
+
 void inmsg_free(struct inmsg *m)
 {
 	if (!m)
 		return;
 	wire_close_fds(m->fds, m->nfds);
 	if (m->msg)
-		rocmmem__wire__server_message__free_unpacked(m->msg, NULL);
+		wire_unpacked_free(&m->msg->base);
 	free(m->lib);
 	free(m);
 }

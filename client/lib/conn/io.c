@@ -49,9 +49,13 @@ static int send_packed(int fd, const uint8_t *buf, size_t len)
 static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t small_len,
 		    uint8_t **buf)
 {
-	size_t need = protobuf_c_message_get_packed_size(&msg->base);
+	ssize_t len = wire_pack_walk(&msg->base, small, small_len);
+	size_t need;
 
 	*buf = small;
+	if (len >= 0) /* nearly every request: packed without sizing it first */
+		return len;
+	need = protobuf_c_message_get_packed_size(&msg->base);
 	if (need > WIRE_MAX_FRAME)
 		return error_set(-EMSGSIZE, "request of %zu bytes exceeds the %u-byte limit", need,
 				 WIRE_MAX_FRAME);
@@ -62,6 +66,13 @@ static ssize_t pack(Rocmmem__Wire__ClientMessage *msg, uint8_t *small, size_t sm
 	}
 	protobuf_c_message_pack(&msg->base, *buf);
 	return (ssize_t)need;
+}
+
+static bool take_abandoned(rocmmem_client *c, uint64_t id);
+
+void conn_unabandon(rocmmem_client *c, uint64_t id)
+{
+	take_abandoned(c, id);
 }
 
 static bool take_abandoned(rocmmem_client *c, uint64_t id)
@@ -92,7 +103,8 @@ void conn_abandon(rocmmem_client *c, uint64_t id)
 /*
  * undo_late_reply handles a reply nobody waits for any more: a lease granted after its
  * requester gave up is released at once, so the daemon does not charge it to this process.
- * Lock held, by the thread reading the current connection.
+ * Lock held, by the thread reading the current connection or one taking a late answer out of
+ * its request lane.
  */
 static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 {
@@ -113,16 +125,18 @@ static void undo_late_reply(rocmmem_client *c, struct inmsg *m)
 		msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_LEASE_RELEASE;
 		msg.lease_release = &rel;
 		len = pack(&msg, small, sizeof(small), &buf);
-		if (len > 0 && send_packed(c->fd, buf, (size_t)len) == 0)
+		if (len > 0 && send_packed(c->fd, buf, (size_t)len) == 0) {
+			atomic_fetch_add(&c->sock_tx, 1);
 			conn_abandon(c, msg.id);
+		}
 		if (len > 0 && buf != small)
 			free(buf);
 	}
 	inmsg_free(m);
 }
 
-/* file_message sorts a received message: replies to their requesters, events to the queues. */
-static void file_message(rocmmem_client *c, struct inmsg *m)
+/* conn_file sorts a received message: replies to their requesters, events to the queues. */
+void conn_file(rocmmem_client *c, struct inmsg *m)
 {
 	Rocmmem__Wire__Reply *r = conn_reply(m);
 
@@ -211,9 +225,11 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 		int wait = timeout_ms < 0 ? -1 : timeout_ms > 1000000 ? 1000000 : (int)timeout_ms;
 		int rc;
 
-		do {
-			rc = poll(&pfd, 1, wait);
-		} while (rc < 0 && errno == EINTR);
+		/* Interrupted by a signal: back to the caller, which waits again for what is left
+		 * of its time (poll would start the whole wait again). */
+		rc = poll(&pfd, 1, wait);
+		if (rc < 0 && errno == EINTR)
+			return 0;
 		if (rc < 0) {
 			snprintf(why, why_len, "Could not poll the connection: %s",
 				 strerror(errno));
@@ -223,11 +239,11 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 			return 0;
 		flags = MSG_DONTWAIT;
 	}
-	m = calloc(1, sizeof(*m));
+	m = inmsg_new();
 	if (!m)
 		return 0; /* try again later; the message stays in the socket */
 	n = wire_recv(c->fd, c->rx, sizeof(c->rx), m->fds, &m->nfds, flags);
-	if (n == -EAGAIN) {
+	if (n == -EAGAIN || n == -EINTR) {
 		free(m);
 		return 0;
 	}
@@ -238,7 +254,7 @@ static int receive_one(rocmmem_client *c, int64_t timeout_ms, struct inmsg **out
 				: "the connection to rocmmemd failed");
 		return n == 0 || n == -EPIPE ? -ECONNRESET : (int)n;
 	}
-	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, c->rx);
+	m->msg = conn_unpack((size_t)n, c->rx);
 	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
 		inmsg_free(m);
 		snprintf(why, why_len, "the daemon sent a message this library cannot decode");
@@ -267,7 +283,8 @@ static void last_words(rocmmem_client *c, uint64_t gen)
 		c->reading = false;
 		if (rc <= 0)
 			break;
-		file_message(c, m);
+		c->sock_rx++;
+		conn_file(c, m);
 	}
 	pthread_cond_broadcast(&c->cond);
 }
@@ -284,9 +301,10 @@ bool conn_pump(rocmmem_client *c, int64_t timeout_ms)
 	rc = receive_one(c, timeout_ms, &m, why, sizeof(why));
 	pthread_mutex_lock(&c->lock);
 	c->reading = false;
-	if (rc > 0)
-		file_message(c, m);
-	else if (rc < 0)
+	if (rc > 0) {
+		c->sock_rx++;
+		conn_file(c, m);
+	} else if (rc < 0)
 		c->hooks->lost(c, gen, rc, why);
 	pthread_cond_broadcast(&c->cond);
 	return rc != 0;
@@ -312,6 +330,8 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
 	c->sending++;
 	pthread_mutex_unlock(&c->lock);
 	err = send_packed(fd, buf, (size_t)len);
+	if (err == 0)
+		atomic_fetch_add(&c->sock_tx, 1);
 	pthread_mutex_lock(&c->lock);
 	c->sending--;
 	if (err == -ECONNRESET) {

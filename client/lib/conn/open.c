@@ -94,8 +94,9 @@ int conn_hello(rocmmem_client *c, const char *name, int64_t deadline)
 	hello.has_protocol_version = true;
 	hello.protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	hello.client_name = (char *)name;
-	hello.has_features = held_arena_wanted();
-	hello.features = ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA;
+	hello.has_features = held_arena_wanted() || conn_lane_wanted();
+	hello.features = (held_arena_wanted() ? ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA : 0) |
+			 (conn_lane_wanted() ? ROCMMEM__WIRE__FEATURE__FEATURE_LANE : 0);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &hello;
 	err = conn_call(c, &msg, wait > 0 ? wait : CONN_REPLY_GRACE_MS, &m);
@@ -114,6 +115,9 @@ int conn_hello(rocmmem_client *c, const char *name, int64_t deadline)
 	c->daemon_version = strdup(h->daemon_version ? h->daemon_version : "");
 	c->backend = strdup(h->backend ? h->backend : "");
 	c->device_count = h->has_device_count ? h->device_count : 0;
+	pthread_mutex_lock(&c->lock);
+	conn_lane_attach(c, h->has_features ? h->features : 0, m);
+	pthread_mutex_unlock(&c->lock);
 	inmsg_free(m);
 	/*
 	 * HIP reads its IPC mode once, when it initialises: say it now, before the host loads a

@@ -47,6 +47,7 @@ static void client_free(rocmmem_client *c)
 	struct inmsg *m;
 
 	held_lease_forget_all(c);
+	conn_lane_free_all(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->efd >= 0)

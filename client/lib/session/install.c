@@ -47,8 +47,10 @@ static void release_orphan(rocmmem_client *c, uint64_t id)
 	if (len > sizeof(buf))
 		return;
 	protobuf_c_message_pack(&msg.base, buf);
-	if (wire_send(c->fd, buf, len, NULL, 0, MSG_DONTWAIT) == 0)
+	if (wire_send(c->fd, buf, len, NULL, 0, MSG_DONTWAIT) == 0) {
+		atomic_fetch_add(&c->sock_tx, 1);
 		conn_abandon(c, msg.id); /* its answer is nobody's */
+	}
 }
 
 /* install_models gives the models the new daemon's ids, or revokes what it refused. Returns
@@ -146,6 +148,10 @@ static void install_connection(rocmmem_client *c, struct attempt *at)
 	epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fd, &ev);
 	c->gen++;
 	c->reconnecting = false;
+	atomic_store(&c->sock_tx, at->sent);
+	c->sock_rx = at->received;
+	if (at->hello)
+		conn_lane_attach(c, at->features, at->hello);
 	c->seq_base = c->last_seq;
 	c->daemon_pid = at->daemon_pid;
 	c->device_count = at->device_count;

@@ -80,6 +80,8 @@ static int side_send(struct attempt *at, Rocmmem__Wire__ClientMessage *msg, cons
 	if (err)
 		snprintf(at->why, sizeof(at->why), "Could not send to rocmmemd: %s",
 			 strerror(-err));
+	else
+		at->sent++;
 	return err;
 }
 
@@ -113,7 +115,8 @@ static int side_receive(struct attempt *at, uint64_t end, struct inmsg **out)
 		snprintf(at->why, sizeof(at->why), "the new rocmmemd closed the connection");
 		return -ECONNRESET;
 	}
-	m->msg = rocmmem__wire__server_message__unpack(NULL, (size_t)n, at->rx);
+	at->received++;
+	m->msg = conn_unpack((size_t)n, at->rx);
 	if (!m->msg || m->msg->kind_case == ROCMMEM__WIRE__SERVER_MESSAGE__KIND__NOT_SET) {
 		inmsg_free(m);
 		snprintf(at->why, sizeof(at->why), "the daemon sent what cannot be decoded");
@@ -190,8 +193,9 @@ static int hello(struct attempt *at)
 	h.has_protocol_version = true;
 	h.protocol_version = ROCMMEM_PROTOCOL_VERSION;
 	h.client_name = at->name;
-	h.has_features = held_arena_wanted();
-	h.features = ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA;
+	h.has_features = held_arena_wanted() || conn_lane_wanted();
+	h.features = (held_arena_wanted() ? ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA : 0) |
+		     (conn_lane_wanted() ? ROCMMEM__WIRE__FEATURE__FEATURE_LANE : 0);
 	msg.body_case = ROCMMEM__WIRE__CLIENT_MESSAGE__BODY_HELLO;
 	msg.hello = &h;
 	err = side_call(at, &msg, NULL, 0, CONN_RECONNECT_STEP_MS, &m);
@@ -213,7 +217,10 @@ static int hello(struct attempt *at)
 	}
 	if (getsockopt(at->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
 		at->daemon_pid = cred.pid;
-	inmsg_free(m);
+	if (!err && m->nfds > 0)
+		at->hello = m; /* the lane's fds: taken when the connection is installed */
+	else
+		inmsg_free(m);
 	return err;
 }
 
@@ -541,4 +548,5 @@ void redeclare_free(struct attempt *at)
 	free(at->name);
 	free(at->daemon_version);
 	free(at->backend);
+	inmsg_free(at->hello);
 }

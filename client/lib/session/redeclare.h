@@ -61,7 +61,9 @@ struct attempt {
 	size_t nleases;
 	struct snap_arena *arenas;
 	size_t narenas;
-	uint32_t features; /* what the new daemon's hello said it uses */
+	uint32_t features;	 /* what the new daemon's hello said it uses */
+	struct inmsg *hello;	 /* its hello reply, with the lane's fds when it gave one */
+	uint64_t sent, received; /* packets on the new socket so far (the lane's order) */
 	unsigned sub_what;
 	uint32_t sub_interval_ms;
 	char path[108];
