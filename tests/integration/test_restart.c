@@ -1042,8 +1042,14 @@ static void corrupt_then_start(const char *what, void (*spoil)(const char *path)
 	char path[256];
 
 	assert_int_equal(harness_daemon_start(&d, args), 0);
-	kill9(&d);
+	/* The daemon listens a moment before it makes its state file: killed only once it has
+	 * (a busy machine can stretch that moment). */
 	state_path(&d, path, sizeof(path));
+	for (long end = harness_now_ms() + HARNESS_WAIT_MS;
+	     access(path, F_OK) != 0 && harness_now_ms() < end;)
+		usleep(2000);
+	assert_int_equal(access(path, F_OK), 0);
+	kill9(&d);
 	spoil(path);
 	if (harness_daemon_restart(&d, args) != 0)
 		fail_msg("a %s state file kept rocmmemd from starting", what);
