@@ -140,11 +140,12 @@ typedef struct rocmmem_client rocmmem_client;
  *   the hello); ROCMMEM_WAIT_FOREVER waits without limit. The call blocks that long at most.
  * Connecting to a daemon on the HIP backend sets HSA_ENABLE_IPC_MODE_LEGACY=0 in the
  * environment unless it is set (HIP reads it when it initialises: connect before loading
- * models). A connection holds a socket, an eventfd and a 4 KiB page shared with the daemon
- * (its request lane: a request without descriptors goes through the page, with an eventfd
- * write and a futex wait instead of a send and a receive; ROCMMEM_LANE=0 in the environment
- * at connect keeps every request on the socket), and the host arena's memfd from its first
- * host lease. On success stores a new client in *out, owned by the caller and freed with
+ * models). Besides its socket and the descriptors behind rocmmem_event_fd, a connection to a
+ * daemon that offers one holds a request lane: an eventfd and a 4 KiB page shared with the
+ * daemon, through which a request without descriptors goes with an eventfd write and a futex
+ * wait instead of a send and a receive (ROCMMEM_LANE=0 in the environment at connect keeps
+ * every request on the socket); and the host arena's memfd from its first host lease. On
+ * success stores a new client in *out, owned by the caller and freed with
  * rocmmem_disconnect. Returns 0, -ENOENT or -ECONNREFUSED (no daemon), -EACCES (no permission
  * on the socket), -ETIMEDOUT, -EPROTONOSUPPORT (the daemon speaks another protocol version),
  * -EINVAL (bad name, or out NULL), or another negative errno.

@@ -1042,8 +1042,9 @@ static void corrupt_then_start(const char *what, void (*spoil)(const char *path)
 	char path[256];
 
 	assert_int_equal(harness_daemon_start(&d, args), 0);
-	/* The daemon listens a moment before it makes its state file: killed only once it has
-	 * (a busy machine can stretch that moment). */
+	/* The daemon listens a moment before it creates its state file: killed only once the
+	 * file is there (a busy machine can stretch that moment; every spoiler below rewrites or
+	 * replaces what it finds). */
 	state_path(&d, path, sizeof(path));
 	for (long end = harness_now_ms() + HARNESS_WAIT_MS;
 	     access(path, F_OK) != 0 && harness_now_ms() < end;)

@@ -128,7 +128,9 @@ static void test_blocking_receive_interrupted(void **state)
 {
 	struct pair *p = *state;
 	struct sigaction sa = {.sa_handler = on_alarm}, old;
-	struct itimerval t = {.it_value = {.tv_usec = 50000}};
+	/* Repeating: a signal that came before the receive blocked is followed by another. */
+	struct itimerval t = {.it_interval = {.tv_usec = 50000}, .it_value = {.tv_usec = 50000}};
+	struct itimerval off = {0};
 	char buf[64];
 	int fds[WIRE_MAX_FDS];
 	unsigned nfds = 0;
@@ -137,6 +139,7 @@ static void test_blocking_receive_interrupted(void **state)
 	assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
 	assert_int_equal(setitimer(ITIMER_REAL, &t, NULL), 0);
 	assert_int_equal(wire_recv(p->sv[1], buf, sizeof(buf), fds, &nfds, 0), -EINTR);
+	assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
 	assert_int_equal(nfds, 0);
 	assert_int_equal(sigaction(SIGALRM, &old, NULL), 0);
 	/* What comes after is received as ever. */

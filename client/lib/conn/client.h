@@ -405,7 +405,8 @@ void conn_file(rocmmem_client *c, struct inmsg *m);
 void conn_unabandon(rocmmem_client *c, uint64_t id);
 
 /* conn_pump reads until a message arrives, the time passes or the connection ends; lock held
- * on entry and exit, released while reading. Returns false on timeout. */
+ * on entry and exit, released while reading. Returns false on timeout or when a signal cut
+ * the wait short (the caller waits again for what is left). */
 bool conn_pump(rocmmem_client *c, int64_t timeout_ms);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -243,6 +243,7 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	pthread_mutex_lock(&c->lock);
 	if (seq == 0) {
 		err = LANE_CALL_SKIP;
+		l->busy = false;    /* nothing was sent: nobody waits in it */
 		if (l == c->lane) { /* a broken doorbell: retire the lane (unless a new one did) */
 			c->lane = NULL;
 			l->next = c->old_lanes;
@@ -251,8 +252,8 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 		goto out;
 	}
 	err = await_answer(c, l, seq, *gen, msg->id, reply_ms, &deadline);
-	if (err == -ETIMEDOUT)
-		goto out; /* abandoned: the lane stays busy until its answer comes */
+	if (err && l->abandoned)
+		goto out; /* given up on: the lane stays busy until its answer comes */
 	if (err) {
 		l->busy = false; /* its connection is over: no answer will come, nobody waits */
 		goto out;
