@@ -131,24 +131,28 @@ static struct lib_lane *take_lane(rocmmem_client *c)
 	return l;
 }
 
-/* ring writes the packed request into the page and rings the doorbell. Returns its seq, or 0
- * when the doorbell could not be rung (nothing will answer). */
-static uint32_t ring(rocmmem_client *c, struct lib_lane *l, Rocmmem__Wire__ClientMessage *msg,
-		     size_t len)
+/*
+ * ring packs the request into the page (one walk, bounded by the slot) and rings the doorbell,
+ * storing its seq in *seq. Returns 0, -EMSGSIZE when it does not fit the slot (nothing was
+ * rung: the socket takes it), or -EIO when the doorbell could not be rung (nothing will answer).
+ */
+static int ring(rocmmem_client *c, struct lib_lane *l, Rocmmem__Wire__ClientMessage *msg,
+		uint32_t *seq)
 {
 	struct lane_page *p = l->page;
+	ssize_t len = wire_pack_walk(&msg->base, p->req_data, LANE_SLOT);
 	uint64_t one = 1;
-	uint32_t seq;
 
-	protobuf_c_message_pack(&msg->base, p->req_data);
+	if (len <= 0)
+		return -EMSGSIZE;
 	p->req.len = (uint32_t)len;
 	p->req.id = msg->id;
 	p->req.sock_sent = atomic_load_explicit(&c->sock_tx, memory_order_acquire);
-	seq = ++l->seq;
-	if (seq == 0)
-		seq = ++l->seq; /* 0 is the page's first rep.seq: never a request's */
-	atomic_store_explicit(&p->req.seq, seq, memory_order_release);
-	return write(l->efd, &one, sizeof(one)) == (ssize_t)sizeof(one) ? seq : 0;
+	*seq = ++l->seq;
+	if (*seq == 0)
+		*seq = ++l->seq; /* 0 is the page's first rep.seq: never a request's */
+	atomic_store_explicit(&p->req.seq, *seq, memory_order_release);
+	return write(l->efd, &one, sizeof(one)) == (ssize_t)sizeof(one) ? 0 : -EIO;
 }
 
 /* A deadline not set yet: the clock is read only by a call that has to wait. */
@@ -221,16 +225,13 @@ static void file_before(rocmmem_client *c, uint64_t sock_seq, uint64_t gen, int6
 int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t reply_ms,
 		   uint64_t *gen, struct inmsg **out)
 {
-	size_t len = protobuf_c_message_get_packed_size(&msg->base);
 	int64_t deadline = DEADLINE_UNSET;
 	struct lib_lane *l;
 	struct inmsg *m = NULL;
-	uint32_t seq, kind;
+	uint32_t seq = 0, kind;
 	uint64_t sock_seq;
 	int err;
 
-	if (len > LANE_SLOT)
-		return LANE_CALL_SKIP;
 	pthread_mutex_lock(&c->lock);
 	l = take_lane(c);
 	if (!l) {
@@ -239,16 +240,17 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	}
 	*gen = l->gen;
 	pthread_mutex_unlock(&c->lock);
-	seq = ring(c, l, msg, len);
+	err = ring(c, l, msg, &seq);
 	pthread_mutex_lock(&c->lock);
-	if (seq == 0) {
-		err = LANE_CALL_SKIP;
-		l->busy = false;    /* nothing was sent: nobody waits in it */
-		if (l == c->lane) { /* a broken doorbell: retire the lane (unless a new one did) */
+	if (err) {
+		l->busy = false; /* nothing will answer: nobody waits in it */
+		/* A broken doorbell retires the lane (unless a new connection did already). */
+		if (err == -EIO && l == c->lane) {
 			c->lane = NULL;
 			l->next = c->old_lanes;
 			c->old_lanes = l;
 		}
+		err = LANE_CALL_SKIP;
 		goto out;
 	}
 	err = await_answer(c, l, seq, *gen, msg->id, reply_ms, &deadline);
