@@ -285,6 +285,29 @@ static void write_per_op(struct bench_json *j, const struct run *r, const struct
 	bench_json_end_object(j);
 }
 
+/* Ratios of one subject's percentile to another's (or to its own p50), by JSON key. */
+struct ratio {
+	const char *key;
+	enum subject a;
+	double pa;
+	enum subject b;
+	double pb;
+};
+
+static const struct ratio ratios[] = {
+    {"daemon_p99_over_p50", SUBJECT_DAEMON, 99, SUBJECT_DAEMON, 50},
+    {"floor_p99_over_p50", SUBJECT_FLOOR, 99, SUBJECT_FLOOR, 50},
+    {"ratio_p50_vs_floor_with_arena_work", SUBJECT_DAEMON, 50, SUBJECT_FLOOR_ARENA, 50},
+    {"ratio_p50_vs_floor_epoll", SUBJECT_DAEMON, 50, SUBJECT_FLOOR_EPOLL, 50},
+    {"floor_epoll_ratio_p50", SUBJECT_FLOOR_EPOLL, 50, SUBJECT_FLOOR, 50},
+    {"per_lease_ratio_p50_vs_floor_with_memory_work", SUBJECT_PER_LEASE, 50, SUBJECT_FLOOR_MEM, 50},
+    {"arena_over_per_lease_p50", SUBJECT_DAEMON, 50, SUBJECT_PER_LEASE, 50},
+    /* The lane: "daemon" goes through it, "daemon_socket" is the same client on the socket. */
+    {"ratio_p50_vs_floor_lane", SUBJECT_DAEMON, 50, SUBJECT_FLOOR_LANE, 50},
+    {"floor_lane_ratio_p50", SUBJECT_FLOOR_LANE, 50, SUBJECT_FLOOR, 50},
+    {"lane_over_socket_p50", SUBJECT_DAEMON, 50, SUBJECT_SOCKET, 50},
+};
+
 static void write_placement(struct bench_json *j, const struct run *r, const struct placement *p)
 {
 	uint64_t cpu[2 * SUBJECTS], sw[2 * SUBJECTS];
@@ -300,27 +323,11 @@ static void write_placement(struct bench_json *j, const struct run *r, const str
 	write_ratios(j, p, SUBJECT_DAEMON, "");
 	write_ratios(j, p, SUBJECT_PER_LEASE, "per_lease_");
 	write_ratios(j, p, SUBJECT_SOCKET, "socket_");
-	bench_json_num(j, "daemon_p99_over_p50",
-		       bench_ratio(pct(p, SUBJECT_DAEMON, 99), pct(p, SUBJECT_DAEMON, 50)));
-	bench_json_num(j, "floor_p99_over_p50",
-		       bench_ratio(pct(p, SUBJECT_FLOOR, 99), pct(p, SUBJECT_FLOOR, 50)));
-	bench_json_num(j, "ratio_p50_vs_floor_with_arena_work",
-		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_ARENA, 50)));
-	bench_json_num(j, "ratio_p50_vs_floor_epoll",
-		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_EPOLL, 50)));
-	bench_json_num(j, "floor_epoll_ratio_p50",
-		       bench_ratio(pct(p, SUBJECT_FLOOR_EPOLL, 50), pct(p, SUBJECT_FLOOR, 50)));
-	bench_json_num(j, "per_lease_ratio_p50_vs_floor_with_memory_work",
-		       bench_ratio(pct(p, SUBJECT_PER_LEASE, 50), pct(p, SUBJECT_FLOOR_MEM, 50)));
-	bench_json_num(j, "arena_over_per_lease_p50",
-		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_PER_LEASE, 50)));
-	/* The lane: "daemon" goes through it, "daemon_socket" is the same client on the socket. */
-	bench_json_num(j, "ratio_p50_vs_floor_lane",
-		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_FLOOR_LANE, 50)));
-	bench_json_num(j, "floor_lane_ratio_p50",
-		       bench_ratio(pct(p, SUBJECT_FLOOR_LANE, 50), pct(p, SUBJECT_FLOOR, 50)));
-	bench_json_num(j, "lane_over_socket_p50",
-		       bench_ratio(pct(p, SUBJECT_DAEMON, 50), pct(p, SUBJECT_SOCKET, 50)));
+	for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
+		const struct ratio *q = &ratios[i];
+
+		bench_json_num(j, q->key, bench_ratio(pct(p, q->a, q->pa), pct(p, q->b, q->pb)));
+	}
 	if (r->quiet)
 		bench_json_num(j, "quiet_ratio_p50",
 			       bench_ratio(pct(p, SUBJECT_QUIET, 50), pct(p, SUBJECT_FLOOR, 50)));
