@@ -33,6 +33,7 @@
 #include "rocmmem.h"
 
 #define WARMUP_OPS 20u
+#define MAX_ROUNDS 30u /* full mode */
 
 /* What is compared: the floors (the IPC alone, or doing a lease's kernel work) and rocmmemd. */
 enum subject {
@@ -76,6 +77,9 @@ struct placement {
 	uint64_t server_switches[SUBJECTS]; /* context switches, voluntary or not */
 	uint64_t client_switches[SUBJECTS];
 	uint64_t ops[SUBJECTS];
+	/* Each batch's p99 (one batch per round): a burst on the machine shows as a round. */
+	uint64_t round_p99[SUBJECTS][MAX_ROUNDS];
+	unsigned batches[SUBJECTS];
 };
 
 static struct bench_hist pieces[PIECES];
@@ -219,6 +223,7 @@ static int place(struct run *r, const struct placement *p)
 /* batch times n operations of subject s, with the CPU both sides spend on them. */
 static int batch(struct run *r, struct placement *p, enum subject s, unsigned n)
 {
+	static struct bench_hist one; /* this batch alone */
 	uint64_t srv0, srv1, stat, cli0, sw_srv0, sw_cli0;
 	int err;
 
@@ -229,13 +234,17 @@ static int batch(struct run *r, struct placement *p, enum subject s, unsigned n)
 	sw_srv0 = switches(server_pid(r, s));
 	sw_cli0 = switches(0);
 	cli0 = bench_thread_cpu_ns();
+	bench_hist_init(&one);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t t0 = bench_now_ns();
 
 		if ((err = one_op(r, s)))
 			return err;
-		bench_hist_add(&p->hist[s], bench_now_ns() - t0);
+		bench_hist_add(&one, bench_now_ns() - t0);
 	}
+	bench_hist_merge(&p->hist[s], &one);
+	if (p->batches[s] < MAX_ROUNDS)
+		p->round_p99[s][p->batches[s]++] = bench_hist_pct(&one, 99);
 	p->client_cpu_ns[s] += bench_thread_cpu_ns() - cli0;
 	p->client_switches[s] += switches(0) - sw_cli0;
 	p->server_switches[s] += switches(server_pid(r, s)) - sw_srv0;
@@ -308,6 +317,35 @@ static const struct ratio ratios[] = {
     {"lane_over_socket_p50", SUBJECT_DAEMON, 50, SUBJECT_SOCKET, 50},
 };
 
+/*
+ * write_round_tails says how the rounds' own tails spread: each round's p99 over the whole
+ * run's p50 (median, worst) and in how many rounds it was over 2, for subject s. The tail of
+ * the whole run is set by its worst stretches: a burst of other work on the machine (the
+ * hypervisor, softirqs) falls into a few rounds, and the floor's rounds show it too.
+ */
+static void write_round_tails(struct bench_json *j, const struct placement *p, enum subject s,
+			      const char *prefix)
+{
+	double v[MAX_ROUNDS], p50 = pct(p, s, 50), worst = 0;
+	unsigned n = p->batches[s], over = 0;
+	char key[96];
+
+	for (unsigned i = 0; i < n; i++) {
+		v[i] = bench_ratio((double)p->round_p99[s][i], p50);
+		if (v[i] > 2.0)
+			over++;
+		if (v[i] > worst)
+			worst = v[i];
+	}
+	snprintf(key, sizeof(key), "%s_round_p99_over_p50", prefix);
+	bench_json_object(j, key);
+	bench_json_int(j, "rounds", n);
+	bench_json_num(j, "median", bench_median(v, n));
+	bench_json_num(j, "worst", worst);
+	bench_json_int(j, "rounds_over_2", over);
+	bench_json_end_object(j);
+}
+
 static void write_placement(struct bench_json *j, const struct run *r, const struct placement *p)
 {
 	uint64_t cpu[2 * SUBJECTS], sw[2 * SUBJECTS];
@@ -328,6 +366,8 @@ static void write_placement(struct bench_json *j, const struct run *r, const str
 
 		bench_json_num(j, q->key, bench_ratio(pct(p, q->a, q->pa), pct(p, q->b, q->pb)));
 	}
+	write_round_tails(j, p, SUBJECT_DAEMON, "daemon");
+	write_round_tails(j, p, SUBJECT_FLOOR, "floor");
 	if (r->quiet)
 		bench_json_num(j, "quiet_ratio_p50",
 			       bench_ratio(pct(p, SUBJECT_QUIET, 50), pct(p, SUBJECT_FLOOR, 50)));
@@ -515,7 +555,7 @@ int main(int argc, char **argv)
 	}
 	if (!args.rocmmemd)
 		return bench_need_daemon("bench_roundtrip");
-	rounds = (unsigned)bench_mode_pick(&args, 2, 8, 30);
+	rounds = (unsigned)bench_mode_pick(&args, 2, 8, MAX_ROUNDS);
 	ops = (unsigned)bench_mode_pick(&args, 50, 300, 1000);
 	nplaces = bench_cpu_count() >= 2 ? 2 : 1;
 	for (unsigned i = 0; i < nplaces; i++)

@@ -231,6 +231,18 @@ def fig(benchmark, fid, title, unit, subject=None, baseline=None, ratio=None, ta
     return f
 
 
+def _round_tails(p):
+    """How the rounds' own p99s spread (each over the run's p50), the daemon's and the floor's:
+    a burst of other work on the machine lands in a few rounds of both."""
+    d, f = p.get("daemon_round_p99_over_p50"), p.get("floor_round_p99_over_p50")
+    if not d or not f or not d.get("rounds"):
+        return ""
+    return ("; per round of %d, p99/p50 median %.2f, worst %.2f, over 2 in %d (the floor's: "
+            "median %.2f, worst %.2f, over 2 in %d)"
+            % (d["rounds"], d["median"], d["worst"], d["rounds_over_2"], f["median"], f["worst"],
+               f["rounds_over_2"]))
+
+
 def figures_roundtrip(d):
     out = []
     arena = d.get("arena_in_use", True)
@@ -255,8 +267,8 @@ def figures_roundtrip(d):
         out.append(fig("roundtrip", "roundtrip.%s.tail" % name,
                        "Lease round trip tail, %s, host arena: p99 / p50" % name, "ratio",
                        p["daemon"], None, t, "p99 <= 2x p50", verdict(t <= 2.0),
-                       note="the floor's own p99/p50 in the same run: %.2f"
-                       % p["floor_p99_over_p50"]))
+                       note="the floor's own p99/p50 in the same run: %.2f%s"
+                       % (p["floor_p99_over_p50"], _round_tails(p))))
         if "daemon_socket" in p:
             out.append(fig("roundtrip", "roundtrip.%s.socket.p50" % name,
                            "Lease round trip, %s, host arena on the socket alone (before the "
