@@ -77,7 +77,26 @@ static struct {
 	atomic_bool stop;
 	uint64_t stop_ns;
 	unsigned nworkers;
+	atomic_bool no_arena; /* a daemon connection was refused the host arena */
 } shared;
+
+/*
+ * connect_to dials one server as a client: rocmmemd with the host arena (what librocmmem asks
+ * for: a lease is an offset in the arena handed over once, no memfd per lease); the echo server
+ * tagged (its replies are recorded ones, matched by kind).
+ */
+static int connect_to(enum server srv, struct raw_conn *c, const char *name)
+{
+	int err;
+
+	if (srv == SERVER_ECHO)
+		return raw_connect(c, shared.sock[srv], name, true, NULL);
+	err = raw_connect_features(c, shared.sock[srv], name,
+				   ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA);
+	if (!err && !(c->features & ROCMMEM__WIRE__FEATURE__FEATURE_HOST_ARENA))
+		atomic_store(&shared.no_arena, true);
+	return err;
+}
 
 static int do_op(struct worker *w, struct session *s, enum op op)
 {
@@ -136,7 +155,7 @@ static void *worker_main(void *arg)
 	for (unsigned srv = 0; srv < SERVERS && !w->err; srv++) {
 		struct session *s = &w->s[srv];
 
-		w->err = raw_connect(&s->conn, shared.sock[srv], name, srv == SERVER_ECHO, NULL);
+		w->err = connect_to((enum server)srv, &s->conn, name);
 		if (!w->err)
 			w->err = raw_model_register(&s->conn, name, 0, 2 * MiB, 0, &s->model_id);
 	}
@@ -260,8 +279,7 @@ static int breakdown(struct level *lv, unsigned k)
 	for (unsigned srv = 0; srv < SERVERS; srv++)
 		c[srv].fd = -1;
 	for (unsigned srv = 0; srv < SERVERS && !err; srv++)
-		if (!(err = raw_connect(&c[srv], shared.sock[srv], "breakdown", srv == SERVER_ECHO,
-					NULL)))
+		if (!(err = connect_to((enum server)srv, &c[srv], "breakdown")))
 			err = raw_model_register(&c[srv], "breakdown", 0, 2 * MiB, 0, &model[srv]);
 	for (unsigned rep = 0; rep < BREAKDOWN_REPS && !err; rep++) {
 		for (unsigned srv = 0; srv < SERVERS && !err; srv++) {
@@ -520,6 +538,7 @@ int main(int argc, char **argv)
 		       "per 9 requests: 2 lease acquire, 2 lease release, 2 model "
 		       "acquire, 2 model release, 1 status");
 	bench_json_int(&j, "rounds", rounds);
+	bench_json_bool(&j, "host_arena", !atomic_load(&shared.no_arena));
 	bench_json_array(&j, "levels");
 	for (unsigned i = 0; i < nlevels; i++)
 		write_level(&j, &results[i]);

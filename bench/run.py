@@ -1008,15 +1008,19 @@ policy, events). The lane, socket and per-lease rows are one daemon, three conne
 batches interleaved; the profiles (strace, perf) are of the same three connections."""
 
 THROUGHPUT_READING = """Reading: both servers answer the same client code with replies of the \
-same sizes (the echo server replays what rocmmemd sent for each kind of request in this run, \
-memfd included). The load generator runs on the same CPUs as the server, so the whole run is \
+same sizes (the echo server replays what rocmmemd sent for each kind of request in this run). \
+The clients ask rocmmemd for the host arena, as librocmmem does: the arena's memfd comes with \
+a client's first grant, later grants are offsets, and the echo server replays one of those \
+(no fd); requests go on the socket for both (not the request lane, which the echo server does \
+not have). The load generator runs on the same CPUs as the server, so the whole run is \
 CPU-bound: a request costs the server's CPU plus the clients' (the ceiling column divides the \
 CPUs by that sum), and neither server reaches a full core. rocmmemd's extra CPU per request \
-is the memfd lifecycle of each grant and release (memfd_create, ftruncate and seals, then a \
-hole punch and close: about 9 us per pair, see the round trip's pieces), status replies that \
-list every client (the reply grows with the clients, and so does its cost), and two log lines \
-per lease at the default level; model requests and lease requests stay flat with the number of \
-clients. Fairness is decided mostly by the kernel's scheduling of the client threads, which is \
+is mostly the status replies, which list every client with its process's books (the reply \
+grows with the clients, and so does its cost; the daemon's descriptor count in each is one \
+stat of /proc/self/fd), then protobuf and the books and policy of each lease and model \
+request, which stay flat with the number of clients. The per-kind CPU is timed with \
+the server idle between requests, so it includes each wake-up (on this VM most of a lease \
+pair's). Fairness is decided mostly by the kernel's scheduling of the client threads, which is \
 why the echo server's own fairness is shown beside rocmmemd's."""
 
 REPLAY_READING = """Reading: uncoordinated, a step fails whenever the other host holds the \

@@ -127,8 +127,9 @@ static int pack_sample(struct feed *f, const struct ranked *clients, size_t ncli
 	     i < nclients && i < max_clients && nb + BACKEND_MAX_DEVICES <= FEED_SAMPLE_CLIENTS * 4;
 	     i++) {
 		report_holder(&scratch.clients[i], clients[i].item, now);
-		nb += report_books(&scratch.clients[i], a, clients[i].item, scratch.books + nb,
-				   scratch.book_ptrs + nb, FEED_SAMPLE_CLIENTS * 4 - nb);
+		nb +=
+		    report_books(&scratch.clients[i], a, clients[i].item, scratch.books + nb,
+				 scratch.book_ptrs + nb, FEED_SAMPLE_CLIENTS * 4 - nb, NULL, NULL);
 		scratch.client_ptrs[i] = &scratch.clients[i];
 		st.n_clients++;
 	}

@@ -272,12 +272,29 @@ void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *c, uint64_
 	report_arena(o, c);
 }
 
+/* same_process says whether a and b are connections of one process (their books are one). */
+static bool same_process(const struct holder *a, const struct holder *b)
+{
+	return a->account && a->account == b->account && a->who.pid == b->who.pid;
+}
+
 size_t report_books(Rocmmem__Wire__ClientInfo *o, const struct svc *a, const struct holder *h,
 		    Rocmmem__Wire__ClientBooks *pool, Rocmmem__Wire__ClientBooks **ptrs,
-		    size_t room)
+		    size_t room, const struct holder *prev_h,
+		    const Rocmmem__Wire__ClientInfo *prev_o)
 {
 	size_t n = 0;
 
+	/* A process with many connections: summed once, not once per connection. */
+	if (prev_h && prev_o && same_process(prev_h, h) && prev_o->n_books <= room) {
+		for (; n < prev_o->n_books; n++) {
+			pool[n] = *prev_o->books[n];
+			ptrs[n] = &pool[n];
+		}
+		o->n_books = n;
+		o->books = ptrs;
+		return n;
+	}
 	for (unsigned i = 0; i < a->state.ndevices && n < room; i++) {
 		Rocmmem__Wire__ClientBooks *b = &pool[n];
 		struct policy_charge c;

@@ -36,11 +36,14 @@ void report_holder(Rocmmem__Wire__ClientInfo *o, const struct holder *h, uint64_
 /*
  * report_books adds to o the books of h's process on each device where it declared or holds
  * anything, taking entries from pool (room of them; what does not fit is left out). Returns
- * the entries taken.
+ * the entries taken. prev_h and prev_o (or NULL) are the client reported just before in the
+ * same message, unchanged since: when it is a connection of the same process, its books are
+ * copied instead of summed again (a process's sum walks all its connections).
  */
 size_t report_books(Rocmmem__Wire__ClientInfo *o, const struct svc *a, const struct holder *h,
 		    Rocmmem__Wire__ClientBooks *pool, Rocmmem__Wire__ClientBooks **ptrs,
-		    size_t room);
+		    size_t room, const struct holder *prev_h,
+		    const Rocmmem__Wire__ClientInfo *prev_o);
 void report_model(Rocmmem__Wire__ModelInfo *o, const struct model *m, uint64_t now_ms);
 void report_counters(Rocmmem__Wire__Counters *o, const struct counters *k);
 

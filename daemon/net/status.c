@@ -195,10 +195,13 @@ static bool add_item(struct status_cursor *cur, const struct server *s,
 			return false;
 		}
 		report_holder(&part.clients[st->n_clients], next->holder, now);
-		/* Its books from the part's pool (send_part leaves room for them). */
-		part.nbooks += report_books(&part.clients[st->n_clients], a, next->holder,
-					    part.books + part.nbooks, part.book_ptrs + part.nbooks,
-					    STATUS_PART_ITEMS - part.nbooks);
+		/* Its books from the part's pool (send_part leaves room for them); the client
+		 * before it in this part, when there is one, may be of the same process. */
+		part.nbooks +=
+		    report_books(&part.clients[st->n_clients], a, next->holder,
+				 part.books + part.nbooks, part.book_ptrs + part.nbooks,
+				 STATUS_PART_ITEMS - part.nbooks, *prev ? (*prev)->holder : NULL,
+				 st->n_clients > 0 ? &part.clients[st->n_clients - 1] : NULL);
 		part.client_ptrs[st->n_clients] = &part.clients[st->n_clients];
 		st->n_clients++;
 		cur->after = next->id;

@@ -61,15 +61,16 @@ void policy_truth_push(struct truth_proc *p, uint64_t raw)
 /* declared_of sums what every client of h's process holds on device dev. */
 static uint64_t declared_of(const struct holder *h, unsigned dev)
 {
-	const struct holder *k;
+	const struct holder *k = h;
 	uint64_t bytes = 0;
 
 	if (!h->account)
 		return holder_bytes_on(h, dev, NULL);
-	/* Clients of one process share its uid: its account lists them all. */
-	TAILQ_FOREACH (k, &h->account->holders, uid_link)
-		if (k->who.pid == h->who.pid)
-			bytes = sat_add(bytes, holder_bytes_on(k, dev, NULL));
+	/* Clients of one process share its uid: their account keeps them in one ring. */
+	do {
+		bytes = sat_add(bytes, holder_bytes_on(k, dev, NULL));
+		k = k->proc_next;
+	} while (k != h);
 	return bytes;
 }
 

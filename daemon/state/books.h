@@ -174,6 +174,9 @@ struct holder {
 	uint32_t arena_warm_slot;     /* its DUE_ARENA deadline, 0: none */
 	struct uid_account *account;  /* its uid's account */
 	TAILQ_ENTRY(holder) uid_link; /* ... of which it is one */
+	/* A ring of its process's holders in that account (itself alone: both point to it), so
+	 * that what one process holds is summed over its own connections, not the uid's. */
+	struct holder *proc_next, *proc_prev;
 };
 
 /* Holder feature bits: the wire's Feature numbers (net/ checks). */

@@ -95,6 +95,7 @@ unsigned uid_connections(const struct uid_accounts *u, uid_t uid)
 int uid_attach(struct uid_accounts *u, struct holder *h)
 {
 	struct uid_account *a = account(u, h->who.uid);
+	struct holder *k;
 
 	if (!a) {
 		a = calloc(1, sizeof(*a));
@@ -103,6 +104,16 @@ int uid_attach(struct uid_accounts *u, struct holder *h)
 		a->uid = h->who.uid;
 		TAILQ_INIT(&a->holders);
 		TAILQ_INSERT_TAIL(bucket(u, h->who.uid), a, link);
+	}
+	h->proc_next = h->proc_prev = h;
+	TAILQ_FOREACH (k, &a->holders, uid_link) {
+		if (k->who.pid != h->who.pid)
+			continue;
+		h->proc_next = k->proc_next; /* into k's ring, after k */
+		h->proc_prev = k;
+		k->proc_next->proc_prev = h;
+		k->proc_next = h;
+		break;
 	}
 	TAILQ_INSERT_TAIL(&a->holders, h, uid_link);
 	a->connections++;
@@ -117,6 +128,9 @@ void uid_detach(struct uid_accounts *u, struct holder *h)
 	if (!a)
 		return;
 	TAILQ_REMOVE(&a->holders, h, uid_link);
+	h->proc_prev->proc_next = h->proc_next;
+	h->proc_next->proc_prev = h->proc_prev;
+	h->proc_next = h->proc_prev = h;
 	a->fd_leases -= h->fd_leases; /* what it still holds is given back to the total only */
 	h->account = NULL;
 	/* Uids come and go: an account lives as long as one of its holders. */

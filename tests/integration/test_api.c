@@ -5,14 +5,18 @@
  * timeouts and devices, and what rocmmem_disconnect refuses.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -375,6 +379,115 @@ static void test_disconnect_refused_while_a_thread_waits(void **state)
 	assert_int_equal(rocmmem_disconnect(holder), 0);
 }
 
+/* lease_of acquires bytes on c; aborts the test on failure. */
+static rocmmem_lease *lease_of(rocmmem_client *c, uint64_t bytes)
+{
+	struct rocmmem_lease_request r = {.struct_size = sizeof(r), .size = bytes};
+	rocmmem_lease *l = NULL;
+
+	assert_int_equal(rocmmem_lease_acquire(c, &r, &l), 0);
+	return l;
+}
+
+static pid_t other_pid = -1; /* other_process's, until it has been waited for */
+
+/* other_gone ends other_process's process if a failed case left it behind, then checks idle. */
+static int other_gone(void **state)
+{
+	if (other_pid > 0) {
+		kill(other_pid, SIGKILL);
+		waitpid(other_pid, NULL, 0);
+		other_pid = -1;
+	}
+	return harness_case_idle(state);
+}
+
+/* other_process forks a process that connects and holds bytes until *down closes. */
+static pid_t other_process(uint64_t bytes, int *down)
+{
+	int up[2], dn[2];
+	struct pollfd p;
+	pid_t pid;
+	char x;
+
+	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(dn, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		rocmmem_client *c = NULL;
+		rocmmem_lease *l = NULL;
+		struct rocmmem_lease_request r = {.struct_size = sizeof(r), .size = bytes};
+
+		close(up[0]);
+		close(dn[1]); /* the test's end only: its close is the signal to leave */
+		if (rocmmem_connect(harness_group.sock, "other", HARNESS_WAIT_MS, &c) ||
+		    rocmmem_lease_acquire(c, &r, &l) || write(up[1], "x", 1) != 1)
+			_exit(1);
+		(void)!read(dn[0], &x, 1); /* until the test is done */
+		_exit(0);
+	}
+	other_pid = pid;
+	close(up[1]);
+	close(dn[0]);
+	p = (struct pollfd){.fd = up[0], .events = POLLIN};
+	assert_int_equal(poll(&p, 1, HARNESS_WAIT_MS), 1);
+	assert_int_equal(read(up[0], &x, 1), 1);
+	close(up[0]);
+	*down = dn[1];
+	return pid;
+}
+
+/*
+ * Every connection of a process shows the books of the whole process, its connections coming
+ * one after another in the status or with another process's between them (the daemon copies
+ * a connection's books to the next one of the same process instead of summing them again).
+ */
+static void test_books_of_a_process_with_many_connections(void **state)
+{
+	enum { N = 8 };
+	rocmmem_client *c[N];
+	rocmmem_lease *mine[2];
+	rocmmem_status *st = NULL;
+	unsigned seen_mine = 0, seen_other = 0;
+	int down = -1, wstatus;
+	pid_t other = -1;
+
+	(void)state;
+	for (unsigned i = 0; i < N; i++) {
+		if (i == N / 2)
+			other =
+			    other_process(4 * MiB, &down); /* between them, by connection order */
+		c[i] = harness_connect(&harness_group, "many");
+	}
+	mine[0] = lease_of(c[0], 2 * MiB);
+	mine[1] = lease_of(c[N - 1], 6 * MiB);
+	assert_int_equal(rocmmem_status_get(c[1], &st), 0);
+	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
+		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
+		uint64_t want = v->pid == getpid() ? 8 * MiB : v->pid == other ? 4 * MiB : 0;
+
+		if (!want)
+			continue;
+		seen_mine += v->pid == getpid();
+		seen_other += v->pid == other;
+		assert_int_equal(v->declared_bytes, want);
+		assert_int_equal(v->nbooks, 1);
+		assert_int_equal(v->books[0].declared_bytes, want);
+	}
+	rocmmem_status_free(st);
+	assert_int_equal(seen_mine, N);
+	assert_int_equal(seen_other, 1);
+	close(down);
+	assert_int_equal(waitpid(other, &wstatus, 0), other);
+	other_pid = -1;
+	assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(rocmmem_lease_release(mine[i]), 0);
+	for (unsigned i = 0; i < N; i++)
+		assert_int_equal(rocmmem_disconnect(c[i]), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -386,6 +499,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_subscribe_interval_out, harness_case_idle),
 	    cmocka_unit_test_teardown(test_devices_by_index, harness_case_idle),
 	    cmocka_unit_test_teardown(test_disconnect_refused_from_the_callback, harness_case_idle),
+	    cmocka_unit_test_teardown(test_books_of_a_process_with_many_connections, other_gone),
 	    cmocka_unit_test_teardown(test_disconnect_refused_while_a_thread_waits,
 				      harness_case_idle),
 	};

@@ -36,31 +36,35 @@ void fx_init(struct fx *f, unsigned ndevices, uint64_t budget)
 	f->now = 1000000;
 }
 
+void fx_drop(struct fx *f, struct holder *h)
+{
+	struct waiter *w;
+	struct lease *l;
+	struct model *m;
+
+	while ((w = TAILQ_FIRST(&h->waiters)))
+		state_waiter_drop(&f->s, w);
+	while ((l = TAILQ_FIRST(&h->leases))) {
+		device_uncharge(&f->s.devices[l->device], l->size);
+		state_lease_unlink(&f->s, l);
+		free(l);
+	}
+	while ((m = TAILQ_FIRST(&h->models))) {
+		device_unreserve(&f->s.devices[m->device], m->reservation);
+		state_deadline_clear(&f->s, &m->heap_slot);
+		state_deadline_clear(&f->s, &m->hold_slot);
+		state_model_remove(&f->s, m);
+	}
+	state_holder_leave(&f->s, h);
+	state_holder_free(h);
+}
+
 void fx_finish(struct fx *f)
 {
 	struct holder *h;
 
-	while ((h = state_holder_next(&f->s, 0))) {
-		struct waiter *w;
-		struct lease *l;
-		struct model *m;
-
-		while ((w = TAILQ_FIRST(&h->waiters)))
-			state_waiter_drop(&f->s, w);
-		while ((l = TAILQ_FIRST(&h->leases))) {
-			device_uncharge(&f->s.devices[l->device], l->size);
-			state_lease_unlink(&f->s, l);
-			free(l);
-		}
-		while ((m = TAILQ_FIRST(&h->models))) {
-			device_unreserve(&f->s.devices[m->device], m->reservation);
-			state_deadline_clear(&f->s, &m->heap_slot);
-			state_deadline_clear(&f->s, &m->hold_slot);
-			state_model_remove(&f->s, m);
-		}
-		state_holder_leave(&f->s, h);
-		state_holder_free(h);
-	}
+	while ((h = state_holder_next(&f->s, 0)))
+		fx_drop(f, h);
 	policy_scratch_finish(&f->x);
 	state_finish(&f->s);
 }

@@ -30,6 +30,9 @@ void fx_init(struct fx *f, unsigned ndevices, uint64_t budget);
 /* fx_finish takes everything out of the books again and frees them. */
 void fx_finish(struct fx *f);
 
+/* fx_drop disconnects h: its waiters, leases and models go, then h. */
+void fx_drop(struct fx *f, struct holder *h);
+
 /* fx_holder adds a holder (a connection) of uid and pid, named. */
 struct holder *fx_holder(struct fx *f, uid_t uid, pid_t pid, const char *name);
 

@@ -304,6 +304,51 @@ static void test_client_books(void **state)
 	fx_finish(&f);
 }
 
+/* declared_on reads the declared bytes of h's process on device 0. */
+static uint64_t declared_on(struct fx *f, const struct holder *h)
+{
+	struct policy_charge c;
+
+	policy_truth_books(&f->s, &f->s.devices[0], h, &c);
+	return c.declared;
+}
+
+/*
+ * A process's declared bytes follow its connections as they come and go, interleaved with
+ * another process of the same uid: the first, a middle and the last to connect leave in turn.
+ */
+static void test_process_books_follow_connections(void **state)
+{
+	struct holder *p[4], *q = NULL;
+	struct fx f;
+
+	(void)state;
+	fx_init(&f, 1, 64 * GiB);
+	for (unsigned i = 0; i < 4; i++) {
+		p[i] = fx_holder(&f, 1000, 20, "p");
+		fx_lease(&f, p[i], 0, (i + 1) * GiB, NULL); /* 1 + 2 + 3 + 4 */
+		if (i == 1) {
+			q = fx_holder(&f, 1000, 21, "q"); /* between them in the uid's list */
+			fx_lease(&f, q, 0, 16 * GiB, NULL);
+		}
+	}
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(declared_on(&f, p[i]), 10 * GiB);
+	assert_int_equal(declared_on(&f, q), 16 * GiB);
+	fx_drop(&f, p[0]);
+	assert_int_equal(declared_on(&f, p[3]), 9 * GiB);
+	fx_drop(&f, p[2]);
+	assert_int_equal(declared_on(&f, p[1]), 6 * GiB);
+	assert_int_equal(declared_on(&f, p[3]), 6 * GiB);
+	fx_drop(&f, p[3]);
+	assert_int_equal(declared_on(&f, p[1]), 2 * GiB);
+	assert_int_equal(declared_on(&f, q), 16 * GiB);
+	/* A new connection of the process joins what is left of it. */
+	p[0] = fx_holder(&f, 1000, 20, "p");
+	assert_int_equal(declared_on(&f, p[0]), 2 * GiB);
+	fx_finish(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +362,7 @@ int main(void)
 	    cmocka_unit_test(test_one_process_two_connections),
 	    cmocka_unit_test(test_declared_since_reading_counts),
 	    cmocka_unit_test(test_client_books),
+	    cmocka_unit_test(test_process_books_follow_connections),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
