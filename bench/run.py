@@ -237,7 +237,7 @@ def _round_tails(p):
     d, f = p.get("daemon_round_p99_over_p50"), p.get("floor_round_p99_over_p50")
     if not d or not f or not d.get("rounds"):
         return ""
-    return ("; per round of %d, p99/p50 median %.2f, worst %.2f, over 2 in %d (the floor's: "
+    return ("; over %d rounds, each round's p99/p50: median %.2f, worst %.2f, over 2 in %d (the floor's: "
             "median %.2f, worst %.2f, over 2 in %d)"
             % (d["rounds"], d["median"], d["worst"], d["rounds_over_2"], f["median"], f["worst"],
                f["rounds_over_2"]))
@@ -324,6 +324,9 @@ def figures_roundtrip(d):
 
 def figures_throughput(d):
     out = []
+    # Without the arena every grant makes a memfd in the daemon: not what librocmmem does.
+    arena = ("" if d.get("host_arena", True) else
+             "; the daemon refused the host arena: a memfd per grant, unlike librocmmem's")
     for lv in d.get("levels", []):
         n = lv["clients"]
         r = lv["ratio"]
@@ -334,7 +337,7 @@ def figures_throughput(d):
                        lv["rocmmemd"]["latency"], ("epoll echo server", lv["echo"]["latency"]), r,
                        ">= 0.70x echo at 64 clients" if at64 else "(shown for the curve)",
                        verdict(r >= 0.70) if at64 else "info", value=lv["rocmmemd"]["rate_per_s"],
-                       note="echo: %.0f req/s" % lv["echo"]["rate_per_s"]))
+                       note="echo: %.0f req/s%s" % (lv["echo"]["rate_per_s"], arena)))
         out.append(fig("throughput", "throughput.%d.fairness" % n,
                        "Fairness, %d client(s): smallest client's share / mean share" % n, "ratio",
                        None, None, None,

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -17,13 +18,19 @@
 
 int fdlimit_count_stat(uint64_t *open_now)
 {
+	static bool unsized; /* the kernel said so once: it will not change while we run */
 	struct stat st;
 
+	if (unsized)
+		return -EOPNOTSUPP;
 	if (stat(FDLIMIT_DIR, &st) < 0)
 		return -errno;
-	/* Before 6.2 the size is 0; a process reading this has at least this call's fds open. */
-	if (st.st_size <= 0)
+	/* Before 6.2 the size is 0. A process that asks has descriptors open (the daemon: its
+	 * socket, its loop's), so 0 means the kernel does not size the directory. */
+	if (st.st_size <= 0) {
+		unsized = true;
 		return -EOPNOTSUPP;
+	}
 	*open_now = (uint64_t)st.st_size;
 	return 0;
 }

@@ -15,7 +15,8 @@ void fdlimit_read(uint64_t *limit, uint64_t *open_now);
 
 /*
  * The two counts fdlimit_read tries, each alone: 0, or -EOPNOTSUPP (the kernel does not size
- * the directory) or -errno. Both count the descriptors open at the call, none of their own.
+ * the directory; asked once, remembered) or -errno. Both count the descriptors open at the
+ * call, none of their own.
  */
 int fdlimit_count_stat(uint64_t *open_now);
 int fdlimit_count_dir(uint64_t *open_now);

@@ -51,7 +51,12 @@ void uid_accounts_finish(struct uid_accounts *u);
 /* uid_connections says how many holders uid has now. */
 unsigned uid_connections(const struct uid_accounts *u, uid_t uid);
 
-/* uid_attach counts h among its uid's holders. Returns 0 or -ENOMEM. */
+/*
+ * uid_attach counts h among its uid's holders and links it into the ring of its process's
+ * holders there (found by a walk of the uid's holders: O(connections of the uid) per
+ * connect, so that summing a process's books is O(its own connections)). Returns 0 or
+ * -ENOMEM.
+ */
 int uid_attach(struct uid_accounts *u, struct holder *h);
 
 /* uid_detach forgets h (and its uid stops counting h's host leases); calling it for a holder

@@ -5,22 +5,19 @@
  * timeouts and devices, and what rocmmem_disconnect refuses.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "harness.h"
+#include "proc.h"
 
 #define MiB ((uint64_t)1 << 20)
 
@@ -389,53 +386,51 @@ static rocmmem_lease *lease_of(rocmmem_client *c, uint64_t bytes)
 	return l;
 }
 
-static pid_t other_pid = -1; /* other_process's, until it has been waited for */
+static struct child other = {.pid = -1}; /* other_process's, until it has been waited for */
 
 /* other_gone ends other_process's process if a failed case left it behind, then checks idle. */
 static int other_gone(void **state)
 {
-	if (other_pid > 0) {
-		kill(other_pid, SIGKILL);
-		waitpid(other_pid, NULL, 0);
-		other_pid = -1;
-	}
+	if (other.pid > 0)
+		child_kill(&other);
+	other.pid = -1;
 	return harness_case_idle(state);
 }
 
-/* other_process forks a process that connects and holds bytes until *down closes. */
-static pid_t other_process(uint64_t bytes, int *down)
+/* holder_main connects, takes the bytes the test sends, says so and holds them till told. */
+static int holder_main(void *arg, int in, int out)
 {
-	int up[2], dn[2];
-	struct pollfd p;
-	pid_t pid;
-	char x;
+	struct rocmmem_lease_request r = {.struct_size = sizeof(r)};
+	rocmmem_client *c = NULL;
+	rocmmem_lease *l = NULL;
+	int64_t v;
 
-	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(dn, O_CLOEXEC), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		rocmmem_client *c = NULL;
-		rocmmem_lease *l = NULL;
-		struct rocmmem_lease_request r = {.struct_size = sizeof(r), .size = bytes};
+	(void)arg;
+	if (!pipe_get(in, &v, HARNESS_WAIT_MS))
+		return 1;
+	r.size = (uint64_t)v;
+	if (rocmmem_connect(harness_group.sock, "other", HARNESS_WAIT_MS, &c) ||
+	    rocmmem_lease_acquire(c, &r, &l) || !pipe_put(out, 1))
+		return 1;
+	return pipe_get(in, &v, HARNESS_WAIT_MS) ? 0 : 1; /* until the test is done */
+}
 
-		close(up[0]);
-		close(dn[1]); /* the test's end only: its close is the signal to leave */
-		if (rocmmem_connect(harness_group.sock, "other", HARNESS_WAIT_MS, &c) ||
-		    rocmmem_lease_acquire(c, &r, &l) || write(up[1], "x", 1) != 1)
-			_exit(1);
-		(void)!read(dn[0], &x, 1); /* until the test is done */
-		_exit(0);
-	}
-	other_pid = pid;
-	close(up[1]);
-	close(dn[0]);
-	p = (struct pollfd){.fd = up[0], .events = POLLIN};
-	assert_int_equal(poll(&p, 1, HARNESS_WAIT_MS), 1);
-	assert_int_equal(read(up[0], &x, 1), 1);
-	close(up[0]);
-	*down = dn[1];
-	return pid;
+/* other_process starts a process that connects and holds bytes until other_done. */
+static void other_process(uint64_t bytes)
+{
+	int64_t ok = 0;
+
+	assert_int_equal(child_start(&other, holder_main, NULL), 0);
+	assert_true(pipe_put(other.to_child, (int64_t)bytes));
+	assert_true(pipe_get(other.from_child, &ok, HARNESS_WAIT_MS) && ok == 1);
+}
+
+/* other_done lets other_process's process go and checks it ended well. */
+static void other_done(void)
+{
+	assert_true(pipe_put(other.to_child, 0));
+	assert_int_equal(child_wait(&other, HARNESS_WAIT_MS), 0);
+	other.pid = -1;
 }
 
 /*
@@ -450,14 +445,11 @@ static void test_books_of_a_process_with_many_connections(void **state)
 	rocmmem_lease *mine[2];
 	rocmmem_status *st = NULL;
 	unsigned seen_mine = 0, seen_other = 0;
-	int down = -1, wstatus;
-	pid_t other = -1;
 
 	(void)state;
 	for (unsigned i = 0; i < N; i++) {
 		if (i == N / 2)
-			other =
-			    other_process(4 * MiB, &down); /* between them, by connection order */
+			other_process(4 * MiB); /* between them, by connection order */
 		c[i] = harness_connect(&harness_group, "many");
 	}
 	mine[0] = lease_of(c[0], 2 * MiB);
@@ -465,12 +457,12 @@ static void test_books_of_a_process_with_many_connections(void **state)
 	assert_int_equal(rocmmem_status_get(c[1], &st), 0);
 	for (size_t i = 0; i < rocmmem_status_client_count(st); i++) {
 		const struct rocmmem_client_info *v = rocmmem_status_client(st, i);
-		uint64_t want = v->pid == getpid() ? 8 * MiB : v->pid == other ? 4 * MiB : 0;
+		uint64_t want = v->pid == getpid() ? 8 * MiB : v->pid == other.pid ? 4 * MiB : 0;
 
 		if (!want)
 			continue;
 		seen_mine += v->pid == getpid();
-		seen_other += v->pid == other;
+		seen_other += v->pid == other.pid;
 		assert_int_equal(v->declared_bytes, want);
 		assert_int_equal(v->nbooks, 1);
 		assert_int_equal(v->books[0].declared_bytes, want);
@@ -478,10 +470,7 @@ static void test_books_of_a_process_with_many_connections(void **state)
 	rocmmem_status_free(st);
 	assert_int_equal(seen_mine, N);
 	assert_int_equal(seen_other, 1);
-	close(down);
-	assert_int_equal(waitpid(other, &wstatus, 0), other);
-	other_pid = -1;
-	assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+	other_done();
 	for (unsigned i = 0; i < 2; i++)
 		assert_int_equal(rocmmem_lease_release(mine[i]), 0);
 	for (unsigned i = 0; i < N; i++)

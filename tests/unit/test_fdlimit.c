@@ -27,6 +27,41 @@ static void close_many(const int *fds, int n)
 		close(fds[i]);
 }
 
+/* probe_count counts the open descriptors another way: asking about every number in the table. */
+static uint64_t probe_count(void)
+{
+	long top = sysconf(_SC_OPEN_MAX);
+	uint64_t n = 0;
+
+	assert_true(top > 0);
+	for (long fd = 0; fd < top; fd++)
+		n += fcntl((int)fd, F_GETFD) >= 0;
+	return n;
+}
+
+/* Both counts are the table's, exactly: not one more for the directory being read. */
+static void test_counts_match_a_probe_of_the_table(void **state)
+{
+	enum { N = 10 };
+	uint64_t by_dir, by_stat, probed;
+	int fds[N];
+	int err;
+
+	(void)state;
+	open_many(fds, N);
+	close(fds[3]); /* a hole */
+	probed = probe_count();
+	assert_int_equal(fdlimit_count_dir(&by_dir), 0);
+	assert_int_equal(by_dir, probed);
+	err = fdlimit_count_stat(&by_stat);
+	if (err != -EOPNOTSUPP) {
+		assert_int_equal(err, 0);
+		assert_int_equal(by_stat, probed);
+	}
+	fds[3] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	close_many(fds, N);
+}
+
 /* The directory count follows what is opened and closed, one for one. */
 static void test_dir_count_follows_opens(void **state)
 {
@@ -88,6 +123,7 @@ static void test_read_gives_limit_and_count(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_counts_match_a_probe_of_the_table),
 	    cmocka_unit_test(test_dir_count_follows_opens),
 	    cmocka_unit_test(test_stat_count_agrees_with_dir),
 	    cmocka_unit_test(test_read_gives_limit_and_count),
