@@ -306,8 +306,6 @@ bool conn_pump(rocmmem_client *c, int64_t timeout_ms)
 		conn_file(c, m);
 	} else if (rc < 0)
 		c->hooks->lost(c, gen, rc, why);
-	/* A late answer in the lane is taken by whichever thread reads, not the next lane call. */
-	conn_lane_reclaim(c);
 	pthread_cond_broadcast(&c->cond);
 	return rc != 0;
 }
@@ -326,7 +324,6 @@ int conn_send_gen(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, uint64_t
 		pthread_mutex_unlock(&c->lock);
 		goto out;
 	}
-	conn_lane_reclaim(c); /* a late lane answer's release goes out before this request */
 	fd = c->fd;
 	*gen = c->gen;
 	/* A new connection takes this fd's number only once no thread sends on the old one. */
