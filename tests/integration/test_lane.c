@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/time.h>
@@ -215,7 +216,8 @@ static void test_waiting_request_answered_on_socket(void **state)
 
 /*
  * A request given up on in the lane (the daemon stopped past the reply's grace) is answered
- * when the daemon goes on; the library takes that answer at its next request and gives the
+ * when the daemon goes on; the library takes that answer at its next request (or whatever else
+ * it next does on the connection: test_late_answer_taken_without_a_lane_call) and gives the
  * lease granted meanwhile back, so the daemon does not charge it to the client.
  */
 static void test_abandoned_request_undone(void **state)
@@ -239,6 +241,101 @@ static void test_abandoned_request_undone(void **state)
 	cycles(c, 3);
 	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
 	rocmmem_disconnect(c);
+}
+
+struct giving_up {
+	pthread_t thread;
+	rocmmem_client *c;
+	uint32_t flags;
+	int err;
+};
+
+/* give_up asks for 2 MiB with no wait of its own, while the daemon is stopped. */
+static void *give_up(void *arg)
+{
+	struct giving_up *g = arg;
+	struct rocmmem_lease_request req = {
+	    .struct_size = sizeof(req), .size = 2 * MiB, .flags = g->flags};
+	rocmmem_lease *l = NULL;
+
+	g->err = rocmmem_lease_acquire(g->c, &req, &l);
+	if (l)
+		rocmmem_lease_release(l);
+	return NULL;
+}
+
+/*
+ * abandon_on_each stops the daemon, has each of n clients give up a request in its lane (each
+ * from a thread of its own: the one reply grace of 10 s is waited out by all at once), and lets
+ * the daemon go on, which then grants them all.
+ */
+static void abandon_on_each(struct giving_up *g, unsigned n)
+{
+	unsigned started = 0;
+
+	assert_int_equal(kill(harness_group.pid, SIGSTOP), 0);
+	while (started < n && pthread_create(&g[started].thread, NULL, give_up, &g[started]) == 0)
+		started++;
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(g[i].thread, NULL);
+	assert_int_equal(kill(harness_group.pid, SIGCONT), 0);
+	assert_int_equal(started, n);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(g[i].err, -ETIMEDOUT);
+	assert_true(harness_wait_totals(&harness_group, n * 2 * MiB, n, HARNESS_WAIT_MS) >= 0);
+}
+
+/*
+ * A late answer in the lane is taken as soon as the library next touches the connection, not
+ * only at its next lane call: a status request (on the socket) gives the late grant back, and
+ * so does rocmmem_dispatch with nothing to read, on a client that makes no lane call again.
+ */
+static void test_late_answer_taken_without_a_lane_call(void **state)
+{
+	struct giving_up g[2] = {{.c = harness_connect(&harness_group, "test_lane-late-status")},
+				 {.c = harness_connect(&harness_group, "test_lane-late-dispatch")}};
+	rocmmem_status *st = NULL;
+
+	(void)state;
+	assert_non_null(g[0].c);
+	assert_non_null(g[1].c);
+	cycles(g[0].c, 2); /* their arenas first: the late grants are answered in the page */
+	cycles(g[1].c, 2);
+	abandon_on_each(g, 2);
+	assert_int_equal(rocmmem_status_get(g[0].c, &st), 0);
+	rocmmem_status_free(st);
+	assert_true(harness_wait_totals(&harness_group, 2 * MiB, 1, HARNESS_WAIT_MS) >= 0);
+	assert_true(rocmmem_dispatch(g[1].c) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
+	rocmmem_disconnect(g[0].c);
+	rocmmem_disconnect(g[1].c);
+}
+
+/*
+ * A late grant that carries a descriptor (an unmapped lease's own memfd) is answered on the
+ * socket (LANE_ON_SOCKET): a host that only waits on its event fd and dispatches gives it back.
+ */
+static void test_late_answer_on_socket_taken_by_dispatch(void **state)
+{
+	struct giving_up g = {.c = harness_connect(&harness_group, "test_lane-late-socket"),
+			      .flags = ROCMMEM_LEASE_NOMAP};
+	long end = harness_now_ms() + HARNESS_WAIT_MS;
+	struct harness_totals t = {0};
+
+	(void)state;
+	assert_non_null(g.c);
+	abandon_on_each(&g, 1);
+	for (;;) {
+		struct pollfd pfd = {.fd = rocmmem_event_fd(g.c), .events = POLLIN};
+		long left = end - harness_now_ms();
+
+		assert_true(left > 0);
+		assert_true(poll(&pfd, 1, left > 100 ? 100 : (int)left) >= 0);
+		assert_true(rocmmem_dispatch(g.c) >= 0);
+		if (harness_totals(&harness_group, &t) == 0 && t.leased_bytes == 0 && t.leases == 0)
+			break;
+	}
+	rocmmem_disconnect(g.c);
 }
 
 /* own_fds counts this process's open descriptors. */
@@ -404,6 +501,10 @@ int main(void)
 	    cmocka_unit_test_teardown(test_reply_after_earlier_event, harness_case_idle),
 	    cmocka_unit_test_teardown(test_waiting_request_answered_on_socket, harness_case_idle),
 	    cmocka_unit_test_teardown(test_abandoned_request_undone, harness_case_idle),
+	    cmocka_unit_test_teardown(test_late_answer_taken_without_a_lane_call,
+				      harness_case_idle),
+	    cmocka_unit_test_teardown(test_late_answer_on_socket_taken_by_dispatch,
+				      harness_case_idle),
 	    cmocka_unit_test_teardown(test_lane_after_restart, harness_case_idle),
 	    cmocka_unit_test_teardown(test_threads_share_the_lane, harness_case_idle),
 	    cmocka_unit_test_teardown(test_signals_do_not_stretch_a_wait, harness_case_idle),

@@ -348,8 +348,9 @@ class WithoutAGPU(IntegrationTestCase):
     why, before anything is reserved."""
 
     def run_child(self, framepack, sock):
-        # framepack: FramePack's folder first on the path, as when it runs from there.
-        path = ((framepack,) if framepack else ()) + (integ.STANDINS, integ.PACKAGE)
+        # framepack: FramePack's folder first on the path, as when it runs from there. Not the
+        # stand-ins: their diffusers_helper would stand in for FramePack's absent one.
+        path = ((framepack,) if framepack else ()) + (integ.PACKAGE,)
         env = child_env(sock, pythonpath=path, ROCMMEM_FRAMEPACK_QUIET="1")
         r = integ.run([integ.PYTHON, "-c", NO_GPU], env=env, timeout=30)
         self.assertEqual(r.rc, 0, r)
@@ -367,6 +368,9 @@ class WithoutAGPU(IntegrationTestCase):
                                      r"cannot be imported here: ")
         if framepack is not None:  # FramePack's own module, which fails at import without a GPU
             self.assertIn("AssertionError: Torch not compiled with CUDA enabled; ", out["dsi"])
+        else:  # no snapshot: run outside FramePack's folder, which the message points to
+            self.assertIn("ModuleNotFoundError: No module named 'diffusers_helper' (run "
+                          "FramePack from its own folder, where diffusers_helper is)", out["dsi"])
         self.assertRegex(out["load"], r"^cannot move Linear to a GPU: " + built)
         self.assertEqual(out["models"], 0)  # nothing was reserved for it
         self.assertEqual(out["cpu"], "cpu")
@@ -377,6 +381,8 @@ class WithoutAGPU(IntegrationTestCase):
         self.assertRegex(out["free"], r"^get_cuda_free_memory_gb: no rocmmemd to ask, and this "
                                       r"PyTorch \(\S+\) is built for the CPU only")
         self.assertIsNone(out["models"])
+        self.assertIn("ModuleNotFoundError: No module named 'diffusers_helper' (run FramePack "
+                      "from its own folder, where diffusers_helper is)", out["dsi"])
 
 
 class LargerThanTheBudget(IntegrationTestCase):

@@ -47,6 +47,8 @@ int conn_wait_gen(rocmmem_client *c, uint64_t id, uint64_t gen, int64_t timeout_
 	pthread_mutex_lock(&c->lock);
 	c->busy++;
 	for (;;) {
+		/* Each turn: a late answer in the lane is taken as it comes, not at a lane call. */
+		conn_lane_reclaim(c);
 		m = take_reply(c, id);
 		if (m) {
 			/* With progress asked for, what came before the answer (an eviction's

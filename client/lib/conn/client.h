@@ -423,6 +423,15 @@ bool conn_lane_wanted(void);
  * current connection's. Lock held or the client not shared yet. */
 void conn_lane_attach(rocmmem_client *c, uint32_t features, struct inmsg *m);
 
+/*
+ * conn_lane_reclaim takes the answer of a request given up on in the current connection's lane
+ * once it has come, undoing a lease granted late. Called wherever the library touches the
+ * connection (each turn of a wait for a reply on the socket, rocmmem_dispatch, a lane call), so
+ * that the daemon does not charge a late grant to a client that makes no further lane call.
+ * Lock held.
+ */
+void conn_lane_reclaim(rocmmem_client *c);
+
 /* conn_lane_free_all unmaps every lane (disconnect). */
 void conn_lane_free_all(rocmmem_client *c);
 

@@ -99,7 +99,10 @@ static struct inmsg *unpack_reply(const struct lane_page *p, uint32_t len, uint6
 
 /*
  * reclaim frees a lane whose request was given up on, once its answer came: a lease granted
- * meanwhile goes back to the daemon (conn_file undoes it). Lock held. Returns whether it is free.
+ * meanwhile goes back to the daemon (conn_file undoes it). Nothing tells the client that the
+ * answer came (the daemon wakes the futex, which nobody waits on any more), so this is looked
+ * at whenever the library touches the connection: conn_lane_reclaim. Lock held. Returns
+ * whether it is free.
  */
 static bool reclaim(rocmmem_client *c, struct lib_lane *l)
 {
@@ -115,6 +118,15 @@ static bool reclaim(rocmmem_client *c, struct lib_lane *l)
 	l->abandoned = false;
 	l->busy = false;
 	return true;
+}
+
+void conn_lane_reclaim(rocmmem_client *c)
+{
+	struct lib_lane *l = c->lane;
+
+	/* Only the current connection's: a late grant on a connection that ended went with it. */
+	if (l && l->abandoned && l->gen == c->gen && !c->reconnecting && !c->broken)
+		reclaim(c, l);
 }
 
 /* take_lane claims the current connection's lane for a request; lock held. */

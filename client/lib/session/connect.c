@@ -254,6 +254,7 @@ ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *c)
 	while (!c->reading && !c->broken && !c->reconnecting && reads++ < CONN_DISPATCH_MAX_READS &&
 	       conn_pump(c, 0)) {
 	}
+	conn_lane_reclaim(c); /* a late lane answer: also when another thread is the reader */
 	handled = conn_deliver(c);
 	if (c->broken && !c->disconnect_delivered && !c->delivering) {
 		c->disconnect_delivered = true;
