@@ -983,7 +983,9 @@ ROCMMEM_EXPORT int rocmmem_event_fd(const rocmmem_client *client);
  * connection has ended (after delivering ROCMMEM_EVENT_DISCONNECTED once). While the library
  * reconnects it makes the attempt that is due, which takes a connect and, when the daemon answers,
  * the re-declarations (milliseconds; each step waits for the daemon at most 2 s before hello, and
- * longer once memory is being taken over, when giving up would hand it back).
+ * longer once memory is being taken over, when giving up would hand it back). It also gives
+ * back a lease granted too late for a request that gave up (-ETIMEDOUT) in the request lane,
+ * which makes nothing readable (docs/protocol.md, "A request given up on").
  */
 ROCMMEM_EXPORT int rocmmem_dispatch(rocmmem_client *client);
 

@@ -217,7 +217,7 @@ static void test_waiting_request_answered_on_socket(void **state)
 /*
  * A request given up on in the lane (the daemon stopped past the reply's grace) is answered
  * when the daemon goes on; the library takes that answer at its next request (or whatever else
- * it next does on the connection: test_late_answer_taken_without_a_lane_call) and gives the
+ * it next does on the connection: test_late_answers_taken_without_a_lane_call) and gives the
  * lease granted meanwhile back, so the daemon does not charge it to the client.
  */
 static void test_abandoned_request_undone(void **state)
@@ -285,57 +285,54 @@ static void abandon_on_each(struct giving_up *g, unsigned n)
 	assert_true(harness_wait_totals(&harness_group, n * 2 * MiB, n, HARNESS_WAIT_MS) >= 0);
 }
 
-/*
- * A late answer in the lane is taken as soon as the library next touches the connection, not
- * only at its next lane call: a status request (on the socket) gives the late grant back, and
- * so does rocmmem_dispatch with nothing to read, on a client that makes no lane call again.
- */
-static void test_late_answer_taken_without_a_lane_call(void **state)
+/* readable says whether c's event fd is readable within ms. */
+static bool readable(rocmmem_client *c, int ms)
 {
-	struct giving_up g[2] = {{.c = harness_connect(&harness_group, "test_lane-late-status")},
-				 {.c = harness_connect(&harness_group, "test_lane-late-dispatch")}};
-	rocmmem_status *st = NULL;
+	struct pollfd pfd = {.fd = rocmmem_event_fd(c), .events = POLLIN};
+	int n = poll(&pfd, 1, ms);
 
-	(void)state;
-	assert_non_null(g[0].c);
-	assert_non_null(g[1].c);
-	cycles(g[0].c, 2); /* their arenas first: the late grants are answered in the page */
-	cycles(g[1].c, 2);
-	abandon_on_each(g, 2);
-	assert_int_equal(rocmmem_status_get(g[0].c, &st), 0);
-	rocmmem_status_free(st);
-	assert_true(harness_wait_totals(&harness_group, 2 * MiB, 1, HARNESS_WAIT_MS) >= 0);
-	assert_true(rocmmem_dispatch(g[1].c) >= 0);
-	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
-	rocmmem_disconnect(g[0].c);
-	rocmmem_disconnect(g[1].c);
+	assert_true(n >= 0);
+	return n > 0;
 }
 
 /*
- * A late grant that carries a descriptor (an unmapped lease's own memfd) is answered on the
- * socket (LANE_ON_SOCKET): a host that only waits on its event fd and dispatches gives it back.
+ * A late answer is taken as soon as the library next touches the connection, not only at its
+ * next lane call. Three clients give up a request during one stop of the daemon: the first two
+ * are answered in the page (nothing becomes readable on their event fds), and a status request
+ * (on the socket) gives the first one's late grant back, rocmmem_dispatch with nothing to read
+ * the second's. The third's grant carries a descriptor (an unmapped lease's own memfd), so it is
+ * answered on the socket (LANE_ON_SOCKET): its event fd becomes readable and dispatching gives
+ * it back.
  */
-static void test_late_answer_on_socket_taken_by_dispatch(void **state)
+static void test_late_answers_taken_without_a_lane_call(void **state)
 {
-	struct giving_up g = {.c = harness_connect(&harness_group, "test_lane-late-socket"),
-			      .flags = ROCMMEM_LEASE_NOMAP};
+	struct giving_up g[3] = {{.c = harness_connect(&harness_group, "test_lane-late-status")},
+				 {.c = harness_connect(&harness_group, "test_lane-late-dispatch")},
+				 {.c = harness_connect(&harness_group, "test_lane-late-socket"),
+				  .flags = ROCMMEM_LEASE_NOMAP}};
 	long end = harness_now_ms() + HARNESS_WAIT_MS;
-	struct harness_totals t = {0};
+	rocmmem_status *st = NULL;
 
 	(void)state;
-	assert_non_null(g.c);
-	abandon_on_each(&g, 1);
-	for (;;) {
-		struct pollfd pfd = {.fd = rocmmem_event_fd(g.c), .events = POLLIN};
-		long left = end - harness_now_ms();
-
-		assert_true(left > 0);
-		assert_true(poll(&pfd, 1, left > 100 ? 100 : (int)left) >= 0);
-		assert_true(rocmmem_dispatch(g.c) >= 0);
-		if (harness_totals(&harness_group, &t) == 0 && t.leased_bytes == 0 && t.leases == 0)
-			break;
-	}
-	rocmmem_disconnect(g.c);
+	for (unsigned i = 0; i < 3; i++)
+		assert_non_null(g[i].c);
+	cycles(g[0].c, 2); /* their arenas first: the late grants are answered in the page */
+	cycles(g[1].c, 2);
+	abandon_on_each(g, 3);
+	/* The third's answer came on the socket: its event fd says so, with no call made. */
+	while (!readable(g[2].c, 100))
+		assert_true(harness_now_ms() < end);
+	assert_false(readable(g[0].c, 0));
+	assert_false(readable(g[1].c, 0));
+	assert_int_equal(rocmmem_status_get(g[0].c, &st), 0);
+	rocmmem_status_free(st);
+	assert_true(harness_wait_totals(&harness_group, 4 * MiB, 2, HARNESS_WAIT_MS) >= 0);
+	assert_true(rocmmem_dispatch(g[1].c) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 2 * MiB, 1, HARNESS_WAIT_MS) >= 0);
+	assert_true(rocmmem_dispatch(g[2].c) >= 0);
+	assert_true(harness_wait_totals(&harness_group, 0, 0, HARNESS_WAIT_MS) >= 0);
+	for (unsigned i = 0; i < 3; i++)
+		rocmmem_disconnect(g[i].c);
 }
 
 /* own_fds counts this process's open descriptors. */
@@ -501,9 +498,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_reply_after_earlier_event, harness_case_idle),
 	    cmocka_unit_test_teardown(test_waiting_request_answered_on_socket, harness_case_idle),
 	    cmocka_unit_test_teardown(test_abandoned_request_undone, harness_case_idle),
-	    cmocka_unit_test_teardown(test_late_answer_taken_without_a_lane_call,
-				      harness_case_idle),
-	    cmocka_unit_test_teardown(test_late_answer_on_socket_taken_by_dispatch,
+	    cmocka_unit_test_teardown(test_late_answers_taken_without_a_lane_call,
 				      harness_case_idle),
 	    cmocka_unit_test_teardown(test_lane_after_restart, harness_case_idle),
 	    cmocka_unit_test_teardown(test_threads_share_the_lane, harness_case_idle),

@@ -5,6 +5,7 @@
  * whatever the daemon sent on the socket before it.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,15 +81,19 @@ void conn_lane_free_all(rocmmem_client *c)
 }
 
 /* unpack_reply decodes the reply in the lane's slot; NULL when it is not one to request id. */
-static struct inmsg *unpack_reply(const struct lane_page *p, uint32_t len, uint64_t id)
+static struct inmsg *unpack_reply(const struct lane_page *p, uint32_t len, uint64_t id,
+				  bool *no_memory)
 {
 	struct inmsg *m;
 
 	if (len == 0 || len > LANE_SLOT)
 		return NULL;
 	m = inmsg_new();
-	if (!m)
+	if (!m) {
+		if (no_memory)
+			*no_memory = true;
 		return NULL;
+	}
 	m->msg = conn_unpack(len, p->rep_data);
 	if (!m->msg || !conn_reply(m) || conn_reply(m)->id != id) {
 		inmsg_free(m);
@@ -107,11 +112,16 @@ static struct inmsg *unpack_reply(const struct lane_page *p, uint32_t len, uint6
 static bool reclaim(rocmmem_client *c, struct lib_lane *l)
 {
 	struct lane_page *p = l->page;
-	struct inmsg *m;
+	bool no_memory = false;
+	struct inmsg *m = NULL;
 
 	if (!l->abandoned || atomic_load_explicit(&p->rep.seq, memory_order_acquire) != l->seq)
 		return false;
-	if (p->rep.kind == LANE_REPLY && (m = unpack_reply(p, p->rep.len, l->abandoned_id)))
+	if (p->rep.kind == LANE_REPLY)
+		m = unpack_reply(p, p->rep.len, l->abandoned_id, &no_memory);
+	if (no_memory)
+		return false; /* the grant in it is not lost: taken at a later touch */
+	if (m)
 		conn_file(c, m); /* still in the abandoned list: undone and dropped */
 	else if (p->rep.kind == LANE_RESEND)
 		conn_unabandon(c, l->abandoned_id); /* never taken: nothing comes */
@@ -275,7 +285,7 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	kind = l->page->rep.kind;
 	sock_seq = l->page->rep.sock_seq;
 	if (kind == LANE_REPLY) {
-		m = unpack_reply(l->page, l->page->rep.len, msg->id);
+		m = unpack_reply(l->page, l->page->rep.len, msg->id, NULL);
 		err =
 		    m ? 0 : error_set(-EPROTO, "rocmmemd's answer in the request lane is not one");
 	} else {
