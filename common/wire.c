@@ -154,3 +154,26 @@ ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap)
 	protobuf_c_message_pack_to_buffer(msg, &b.base);
 	return b.over ? -EMSGSIZE : (ssize_t)b.len;
 }
+
+size_t wire_varint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+size_t wire_varint_put(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		out[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t)v;
+	return n;
+}

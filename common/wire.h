@@ -51,4 +51,14 @@ ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
  */
 ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 
+/*
+ * For envelopes written by hand around bodies packed once (the daemon's replies and telemetry):
+ * protobuf's wire types, a varint's length, and writing one (returns the bytes written). A
+ * field's key is its number shifted left by 3, or'ed with its wire type.
+ */
+#define WIRE_TYPE_VARINT 0u
+#define WIRE_TYPE_LEN 2u
+size_t wire_varint_len(uint64_t v);
+size_t wire_varint_put(uint8_t *out, uint64_t v);
+
 #endif

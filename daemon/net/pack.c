@@ -6,45 +6,17 @@
 
 #include "wire.h"
 
-/* Protobuf's wire type of a length-delimited field (a sub-message). */
-#define WIRE_TYPE_LEN 2u
-
-/* varint_len says how many bytes v takes as a protobuf varint. */
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-/* varint_put writes v as a protobuf varint at out; returns its length. */
-static size_t varint_put(uint64_t v, uint8_t *out)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		out[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	out[n++] = (uint8_t)v;
-	return n;
-}
-
 /* frame_len is a length-delimited field's tag and length, for a value of len bytes. */
 static size_t frame_len(uint32_t field, size_t len)
 {
-	return varint_len((uint64_t)field << 3 | WIRE_TYPE_LEN) + varint_len(len);
+	return wire_varint_len((uint64_t)field << 3 | WIRE_TYPE_LEN) + wire_varint_len(len);
 }
 
 static size_t frame_put(uint32_t field, size_t len, uint8_t *out)
 {
-	size_t n = varint_put((uint64_t)field << 3 | WIRE_TYPE_LEN, out);
+	size_t n = wire_varint_put(out, (uint64_t)field << 3 | WIRE_TYPE_LEN);
 
-	return n + varint_put(len, out + n);
+	return n + wire_varint_put(out + n, len);
 }
 
 ssize_t pack_server_message(const Rocmmem__Wire__ServerMessage *msg, uint8_t *buf, size_t cap)

@@ -604,6 +604,32 @@ static void test_pack_walk(void **state)
 	free(tag);
 }
 
+/* Varints at each length's edges: the bytes protobuf-c decodes back, and their count. */
+static void test_varints(void **state)
+{
+	static const uint64_t v[] = {
+	    0, 1, 127, 128, 16383, 16384, (1u << 21) - 1, 1u << 21, UINT32_MAX, UINT64_MAX};
+	static const size_t len[] = {1, 1, 1, 2, 2, 3, 3, 4, 5, 10};
+	uint8_t buf[16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		/* A LeaseRelease whose lease_id (field 1) is v: key, then the varint. */
+		Rocmmem__Wire__LeaseRelease *r;
+		size_t n;
+
+		buf[0] = 1u << 3 | WIRE_TYPE_VARINT;
+		n = 1 + wire_varint_put(buf + 1, v[i]);
+		assert_int_equal(n, 1 + len[i]);
+		assert_int_equal(wire_varint_len(v[i]), len[i]);
+		r = rocmmem__wire__lease_release__unpack(NULL, n, buf);
+		assert_non_null(r);
+		assert_true(r->has_lease_id);
+		assert_true(r->lease_id == v[i]);
+		rocmmem__wire__lease_release__free_unpacked(r, NULL);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -624,6 +650,7 @@ int main(void)
 	    cmocka_unit_test(test_close_fds),
 	    cmocka_unit_test(test_pack),
 	    cmocka_unit_test(test_pack_walk),
+	    cmocka_unit_test(test_varints),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
