@@ -52,7 +52,7 @@ ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 
 /*
- * For envelopes written by hand around bodies packed once (the daemon's replies and telemetry):
+ * For an envelope written by hand around a body packed once (the daemon's telemetry frames):
  * protobuf's wire types, a varint's length, and writing one (returns the bytes written). A
  * field's key is its number shifted left by 3, or'ed with its wire type.
  */

@@ -16,7 +16,6 @@
 
 #include "base/log.h"
 #include "net/lane_io.h"
-#include "net/pack.h"
 #include "wire.h"
 
 /* Packets handled per wake-up before other clients get their turn. */
@@ -277,7 +276,7 @@ static int lane_reply(struct client *c, Rocmmem__Wire__ServerMessage *msg, unsig
 	ssize_t len = -EMSGSIZE;
 
 	if (nfds == 0 && !(msg->reply->has_more && msg->reply->more) && TAILQ_EMPTY(&c->outq))
-		len = pack_server_message(msg, daemon_lane_reply_buf(l), LANE_SLOT);
+		len = wire_pack(&msg->base, daemon_lane_reply_buf(l), LANE_SLOT);
 	if (len > 0) {
 		daemon_lane_answer(l, LANE_REPLY, (size_t)len, c->tx_packets);
 		c->server->svc.counters.lane_requests++;
@@ -294,7 +293,7 @@ static int send_server_message(struct client *c, Rocmmem__Wire__ServerMessage *m
 
 	if (!c || c->closing || c->kicked)
 		return -EPIPE;
-	len = pack_server_message(msg, c->server->tx, sizeof(c->server->tx));
+	len = wire_pack(&msg->base, c->server->tx, sizeof(c->server->tx));
 
 	if (len < 0) {
 		log_error("Could not pack a message for client %" PRIu64 ": too large", c->id);
