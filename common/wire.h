@@ -44,10 +44,12 @@ ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 
 /*
  * wire_pack_walk is wire_pack without sizing msg first: one walk that writes as it goes and
- * stops writing at cap (then what was written is garbage, and it returns -EMSGSIZE). The
- * nested messages' sizes are computed once each instead of once per level, at the cost of a
- * call per field written: cheaper for a request (a LeaseAcquire in a ClientMessage: 10% less
- * time), dearer for a reply (a LeaseGrant in a Reply in a ServerMessage: 45% more).
+ * stops writing at cap (then what was written is garbage, and it returns -EMSGSIZE). Writing to
+ * a buffer, protobuf-c sizes each nested message before it (once per level it is nested in)
+ * and makes a call per field written, where its plain pack sizes nothing (it moves a nested
+ * message when its length takes more than a byte): cheaper for a flat request (a LeaseAcquire
+ * in a ClientMessage: 10% less time), dearer for a nested reply (a LeaseGrant in a Reply in a
+ * ServerMessage: 45% more; a status of 64 clients: 1.5x).
  */
 ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 
