@@ -49,7 +49,7 @@ ssize_t wire_pack(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
  * and makes a call per field written, where its plain pack sizes nothing (it moves a nested
  * message when its length takes more than a byte): cheaper for a flat request (a LeaseAcquire
  * in a ClientMessage: 10% less time), dearer for a nested reply (a LeaseGrant in a Reply in a
- * ServerMessage: 45% more; a status of 64 clients: 1.5x).
+ * ServerMessage: 45% more; the daemon's CPU per status of 64 clients: 1.5x).
  */
 ssize_t wire_pack_walk(const ProtobufCMessage *msg, uint8_t *buf, size_t cap);
 

@@ -310,8 +310,8 @@ static void test_late_answers_taken_without_a_lane_call(void **state)
 				 {.c = harness_connect(&harness_group, "test_lane-late-dispatch")},
 				 {.c = harness_connect(&harness_group, "test_lane-late-socket"),
 				  .flags = ROCMMEM_LEASE_NOMAP}};
-	long end = harness_now_ms() + HARNESS_WAIT_MS;
 	rocmmem_status *st = NULL;
+	long end;
 
 	(void)state;
 	for (unsigned i = 0; i < 3; i++)
@@ -320,6 +320,7 @@ static void test_late_answers_taken_without_a_lane_call(void **state)
 	cycles(g[1].c, 2);
 	abandon_on_each(g, 3);
 	/* The third's answer came on the socket: its event fd says so, with no call made. */
+	end = harness_now_ms() + HARNESS_WAIT_MS;
 	while (!readable(g[2].c, 100))
 		assert_true(harness_now_ms() < end);
 	assert_false(readable(g[0].c, 0));

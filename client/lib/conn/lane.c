@@ -94,7 +94,11 @@ static struct inmsg *unpack_reply(const struct lane_page *p, uint32_t len, uint6
 			*no_memory = true;
 		return NULL;
 	}
+	/* protobuf-c sets no errno: ENOMEM after a failed unpack is the allocator's malloc. */
+	errno = 0;
 	m->msg = conn_unpack(len, p->rep_data);
+	if (!m->msg && errno == ENOMEM && no_memory)
+		*no_memory = true;
 	if (!m->msg || !conn_reply(m) || conn_reply(m)->id != id) {
 		inmsg_free(m);
 		return NULL;
