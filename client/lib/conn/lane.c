@@ -289,7 +289,18 @@ int conn_lane_call(rocmmem_client *c, Rocmmem__Wire__ClientMessage *msg, int64_t
 	kind = l->page->rep.kind;
 	sock_seq = l->page->rep.sock_seq;
 	if (kind == LANE_REPLY) {
-		m = unpack_reply(l->page, l->page->rep.len, msg->id, NULL);
+		bool no_memory = false;
+
+		m = unpack_reply(l->page, l->page->rep.len, msg->id, &no_memory);
+		if (no_memory) {
+			/* Left in the lane as one given up on: a grant in it goes back at a later
+			 * touch (reclaim), not with the memory this could not get. */
+			l->abandoned = true;
+			l->abandoned_id = msg->id;
+			conn_abandon(c, msg->id);
+			err = error_set(-ENOMEM, "out of memory reading rocmmemd's answer");
+			goto out;
+		}
 		err =
 		    m ? 0 : error_set(-EPROTO, "rocmmemd's answer in the request lane is not one");
 	} else {
