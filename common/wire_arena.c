@@ -16,7 +16,7 @@
 
 /* What did not fit in the buffer: malloc'ed behind this header, listed to be freed. */
 struct wire_big {
-	struct wire_big *prev, *next;
+	LIST_ENTRY(wire_big) link;
 	alignas(max_align_t) unsigned char data[];
 };
 
@@ -47,11 +47,7 @@ static void *arena_alloc(void *data, size_t size)
 	b = malloc(sizeof(*b) + size);
 	if (!b)
 		return NULL;
-	b->prev = NULL;
-	b->next = a->big;
-	if (a->big)
-		a->big->prev = b;
-	a->big = b;
+	LIST_INSERT_HEAD(&a->big, b, link);
 	a->nbig++;
 	return b->data;
 }
@@ -76,12 +72,7 @@ static void arena_free(void *data, void *ptr)
 		return;
 	}
 	b = (struct wire_big *)((unsigned char *)ptr - offsetof(struct wire_big, data));
-	if (b->prev)
-		b->prev->next = b->next;
-	else
-		a->big = b->next;
-	if (b->next)
-		b->next->prev = b->prev;
+	LIST_REMOVE(b, link);
 	a->nbig--;
 	free(b);
 }
@@ -95,17 +86,17 @@ void wire_arena_init(struct wire_arena *a, void *buf, size_t cap)
 	a->cap = buf ? cap : 0;
 	a->used = 0;
 	a->last = NO_LAST;
-	a->big = NULL;
+	LIST_INIT(&a->big);
 	a->nbig = 0;
 	POISON(a->buf, a->cap);
 }
 
 void wire_arena_reset(struct wire_arena *a)
 {
-	while (a->big) {
-		struct wire_big *b = a->big;
+	struct wire_big *b;
 
-		a->big = b->next;
+	while ((b = LIST_FIRST(&a->big))) {
+		LIST_REMOVE(b, link);
 		free(b);
 	}
 	a->nbig = 0;

@@ -6,8 +6,10 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 struct wire_big;
+LIST_HEAD(wire_bigs, wire_big);
 
 /*
  * A wire_arena is protobuf-c's allocator hook over a buffer its owner provides: what protobuf-c
@@ -21,7 +23,7 @@ struct wire_arena {
 	uint8_t *buf;
 	size_t cap, used;
 	size_t last;	      /* offset of the newest carving: freeing it gives its room back */
-	struct wire_big *big; /* what did not fit, malloc'ed */
+	struct wire_bigs big; /* what did not fit, malloc'ed */
 	unsigned nbig;	      /* how many pieces that is */
 };
 

@@ -128,7 +128,7 @@ static void test_give_back(void **state)
 	arena_free(&a, b3);
 	arena_free(&a, b1);
 	assert_int_equal(big_count(&a), 0);
-	assert_null(a.big);
+	assert_null(LIST_FIRST(&a.big));
 
 	p = arena_alloc(&a, 100);
 	q = arena_alloc(&a, 100);
