@@ -391,6 +391,14 @@ static bool peer_hung_up(int fd)
 	return poll(&p, 1, 0) != 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* too_large ends c for a request (what: "packet", "lane request") over message_size. */
+static void too_large(struct client *c, const char *what)
+{
+	svc_limit_hit(&c->server->svc, c->holder, LIMIT_MESSAGE_SIZE, NULL);
+	client_protocol_error(c, 0, -EMSGSIZE, "%s larger than %u bytes (message_size)", what,
+			      c->server->svc.cfg.limits.max_message);
+}
+
 static void read_packets(struct client *c)
 {
 	int fds[WIRE_MAX_FDS];
@@ -418,10 +426,7 @@ static void read_packets(struct client *c)
 			return;
 		}
 		if (n == -EMSGSIZE) {
-			svc_limit_hit(&c->server->svc, c->holder, LIMIT_MESSAGE_SIZE, NULL);
-			client_protocol_error(c, 0, -EMSGSIZE,
-					      "packet larger than %u bytes (message_size)",
-					      c->server->svc.cfg.limits.max_message);
+			too_large(c, "packet");
 			return;
 		}
 		if (n == -EBADMSG) {
@@ -462,10 +467,7 @@ static void on_lane(struct daemon_lane *l)
 	if (n == 0)
 		return;
 	if (n == -EMSGSIZE) {
-		svc_limit_hit(&c->server->svc, c->holder, LIMIT_MESSAGE_SIZE, NULL);
-		client_protocol_error(c, 0, -EMSGSIZE,
-				      "lane request larger than %u bytes (message_size)",
-				      c->server->svc.cfg.limits.max_message);
+		too_large(c, "lane request");
 		return;
 	}
 	if (n < 0) {
